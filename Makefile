@@ -1,0 +1,32 @@
+# One command each: `make demo` (install + run the pipeline), `make test` (install + run the tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+
+.PHONY: install demo test lint clean-venv
+
+install: $(STAMP)
+
+# torch first, pinned: an unpinned torch resolves to a multi-GB CUDA build (see README, "Install").
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -c constraints.txt torch
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(BIN):$$PATH" dvc repro
+
+test: $(STAMP)
+	PATH="$(BIN):$$PATH" python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check corpora tasks flows tests bench
+	$(BIN)/ruff format --check corpora tasks flows tests bench
+	$(BIN)/mypy
+
+clean-venv:
+	rm -rf $(VENV)

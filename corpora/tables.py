@@ -1,0 +1,263 @@
+"""The canonical image, caption and parallel-text tables (Parquet), validated on write and on read.
+
+Every adapter, the synthetic generator and every later stage exchange data only through these tables:
+- ``images.parquet``: one row per image (id, split, path relative to the image root, size, dataset).
+- ``captions.parquet``: one row per caption, human or synthesized, with its provenance.
+- ``parallel/<src>-<tgt>.parquet``: text-only sentence pairs for MT pre-training.
+
+Row order is kept as written: for COCO the Karpathy test order defines the five 1K folds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpora.io import InputError, atomic_path
+from corpora.languages import ISO_639_1
+
+SPLITS = ("train", "val", "test")
+ORIGINS = ("human", "mt", "mmt")
+KINDS = ("comparable", "translation")
+
+IMAGES_SCHEMA = pa.schema(
+    [
+        pa.field("image_id", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("width", pa.int32()),  # null when the images were not opened (text-only preparation)
+        pa.field("height", pa.int32()),
+        pa.field("dataset", pa.string(), nullable=False),
+    ]
+)
+
+CAPTIONS_SCHEMA = pa.schema(
+    [
+        pa.field("caption_id", pa.string(), nullable=False),
+        pa.field("image_id", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("lang", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("origin", pa.string(), nullable=False),
+        pa.field("system", pa.string()),
+        pa.field("hop", pa.int32(), nullable=False),
+        pa.field("parent_id", pa.string()),
+        pa.field("kind", pa.string(), nullable=False),
+    ]
+)
+
+PARALLEL_SCHEMA = pa.schema(
+    [
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("src", pa.string(), nullable=False),
+        pa.field("tgt", pa.string(), nullable=False),
+    ]
+)
+
+
+def images_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """Build an images table from columns (``width``/``height`` may be None) and validate it."""
+    table = _from_columns(columns, IMAGES_SCHEMA, "images table")
+    validate_images(table, source="images table")
+    return table
+
+
+def captions_table(columns: Mapping[str, Sequence[Any]], images: pa.Table | None = None) -> pa.Table:
+    """Build a captions table from columns and validate it (against ``images`` when given)."""
+    table = _from_columns(columns, CAPTIONS_SCHEMA, "captions table")
+    validate_captions(table, images=images, source="captions table")
+    return table
+
+
+def parallel_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """Build a parallel-text table from ``split``, ``src``, ``tgt`` columns and validate it."""
+    table = _from_columns(columns, PARALLEL_SCHEMA, "parallel table")
+    validate_parallel(table, source="parallel table")
+    return table
+
+
+def _from_columns(columns: Mapping[str, Sequence[Any]], schema: pa.Schema, source: str) -> pa.Table:
+    missing = [name for name in schema.names if name not in columns]
+    unknown = [name for name in columns if name not in schema.names]
+    if missing or unknown:
+        raise InputError(f"{source}: missing columns {missing}, unknown columns {unknown}; expected {schema.names}")
+    try:
+        return pa.table({name: columns[name] for name in schema.names}, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        raise InputError(f"{source}: {error}") from None
+
+
+def _check_schema(table: pa.Table, schema: pa.Schema, source: str) -> None:
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise InputError(f"{source}: missing column(s) {missing}; expected columns {schema.names}")
+    unknown = [name for name in table.column_names if name not in schema.names]
+    if unknown:
+        raise InputError(f"{source}: unknown column(s) {unknown}; expected columns {schema.names}")
+    for field in schema:
+        actual = table.schema.field(field.name).type
+        if actual != field.type:
+            raise InputError(f"{source}: column {field.name!r} has type {actual}, expected {field.type}")
+        if not field.nullable and table.column(field.name).null_count:
+            row = _first_row(pc.is_null(table.column(field.name)))
+            raise InputError(f"{source}: row {row}: column {field.name!r} is null")
+
+
+def _first_row(mask: pa.ChunkedArray | pa.Array) -> int:
+    """Index of the first true value of a boolean mask (the caller knows there is one)."""
+    return int(pc.index(mask, pa.scalar(True)).as_py())
+
+
+def _check_allowed(table: pa.Table, column: str, allowed: Sequence[str] | frozenset[str], source: str) -> None:
+    values = table.column(column)
+    bad = pc.invert(pc.fill_null(pc.is_in(values, value_set=pa.array(sorted(allowed))), True))
+    if pc.any(bad).as_py():
+        row = _first_row(bad)
+        shown = sorted(allowed) if len(allowed) < 10 else "ISO 639-1 codes"
+        raise InputError(f"{source}: row {row}: {column} = {values[row].as_py()!r} is not one of {shown}")
+
+
+def _check_unique(table: pa.Table, column: str, source: str) -> None:
+    values = table.column(column)
+    if pc.count_distinct(values).as_py() != len(values):
+        counts = pc.value_counts(values)
+        duplicated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        first = duplicated[0].as_py()
+        rows = pc.indices_nonzero(pc.equal(values, first)).to_pylist()[:5]
+        raise InputError(
+            f"{source}: duplicate {column} {first!r} at rows {rows} ({len(duplicated)} duplicated values in all)"
+        )
+
+
+def _check_nonempty_text(table: pa.Table, column: str, source: str) -> None:
+    blank = pc.equal(pc.utf8_trim_whitespace(table.column(column)), "")
+    if pc.any(blank).as_py():
+        raise InputError(f"{source}: row {_first_row(blank)}: {column} is empty")
+
+
+def validate_images(table: pa.Table, *, source: str) -> None:
+    """Check schema, allowed splits, unique ids and non-empty paths; raise InputError naming the row."""
+    _check_schema(table, IMAGES_SCHEMA, source)
+    _check_allowed(table, "split", SPLITS, source)
+    _check_unique(table, "image_id", source)
+    _check_nonempty_text(table, "image_id", source)
+    _check_nonempty_text(table, "path", source)
+    for column in ("width", "height"):
+        nonpositive = pc.less_equal(table.column(column), 0)
+        if pc.any(nonpositive).as_py():
+            raise InputError(f"{source}: row {_first_row(nonpositive)}: {column} must be positive")
+
+
+def validate_captions(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
+    """Check schema, vocabularies, provenance rules, unique ids and (with ``images``) image references."""
+    _check_schema(table, CAPTIONS_SCHEMA, source)
+    _check_allowed(table, "split", SPLITS, source)
+    _check_allowed(table, "origin", ORIGINS, source)
+    _check_allowed(table, "kind", KINDS, source)
+    _check_allowed(table, "lang", ISO_639_1, source)
+    _check_unique(table, "caption_id", source)
+    _check_nonempty_text(table, "text", source)
+    _check_provenance(table, source)
+    if images is not None:
+        _check_image_references(table, images, source)
+
+
+def _check_provenance(table: pa.Table, source: str) -> None:
+    human = pc.equal(table.column("origin"), "human")
+    hop_zero = pc.equal(table.column("hop"), 0)
+    rules = [
+        (pc.xor(human, hop_zero), "hop must be 0 exactly for human captions"),
+        (pc.less(table.column("hop"), 0), "hop must not be negative"),
+        (pc.and_(human, pc.is_valid(table.column("parent_id"))), "a human caption has no parent_id"),
+        (pc.and_(human, pc.is_valid(table.column("system"))), "a human caption has no system"),
+        (pc.and_(pc.invert(human), pc.is_null(table.column("parent_id"))), "a synthesized caption needs a parent_id"),
+        (pc.and_(pc.invert(human), pc.is_null(table.column("system"))), "a synthesized caption needs a system"),
+    ]
+    for violated, rule in rules:
+        if pc.any(violated).as_py():
+            row = _first_row(violated)
+            raise InputError(f"{source}: row {row} (caption {table.column('caption_id')[row].as_py()!r}): {rule}")
+    parents = table.column("parent_id").drop_null()
+    unknown = pc.invert(pc.is_in(parents, value_set=table.column("caption_id")))
+    if len(parents) and pc.any(unknown).as_py():
+        raise InputError(f"{source}: parent_id {parents[_first_row(unknown)].as_py()!r} is not a caption_id of the table")
+
+
+def _check_image_references(table: pa.Table, images: pa.Table, source: str) -> None:
+    image_ids = table.column("image_id")
+    position = pc.index_in(image_ids, value_set=images.column("image_id"))
+    unknown = pc.is_null(position)
+    if pc.any(unknown).as_py():
+        row = _first_row(unknown)
+        raise InputError(f"{source}: row {row}: caption points at unknown image_id {image_ids[row].as_py()!r}")
+    image_split = pc.take(images.column("split"), position)
+    wrong = pc.not_equal(table.column("split"), image_split)
+    if pc.any(wrong).as_py():
+        row = _first_row(wrong)
+        raise InputError(
+            f"{source}: row {row}: caption split {table.column('split')[row].as_py()!r} differs from the split "
+            f"{image_split[row].as_py()!r} of its image {image_ids[row].as_py()!r}"
+        )
+
+
+def validate_parallel(table: pa.Table, *, source: str) -> None:
+    """Check schema, splits and non-empty sentences of a parallel-text table."""
+    _check_schema(table, PARALLEL_SCHEMA, source)
+    _check_allowed(table, "split", SPLITS, source)
+    _check_nonempty_text(table, "src", source)
+    _check_nonempty_text(table, "tgt", source)
+
+
+def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write a table atomically (temp file + rename); the caller validates first."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def _read(path: str | os.PathLike[str]) -> pa.Table:
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: file not found")
+    try:
+        return pq.read_table(source)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise InputError(f"{source}: not a readable Parquet file ({error})") from None
+
+
+def write_images(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    validate_images(table, source=str(path))
+    write_parquet(table, path)
+
+
+def write_captions(table: pa.Table, path: str | os.PathLike[str], *, images: pa.Table | None = None) -> None:
+    validate_captions(table, images=images, source=str(path))
+    write_parquet(table, path)
+
+
+def write_parallel(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    validate_parallel(table, source=str(path))
+    write_parquet(table, path)
+
+
+def read_images(path: str | os.PathLike[str]) -> pa.Table:
+    table = _read(path)
+    validate_images(table, source=str(path))
+    return table
+
+
+def read_captions(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
+    table = _read(path)
+    validate_captions(table, images=images, source=str(path))
+    return table
+
+
+def read_parallel(path: str | os.PathLike[str]) -> pa.Table:
+    table = _read(path)
+    validate_parallel(table, source=str(path))
+    return table

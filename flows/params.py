@@ -1,0 +1,265 @@
+"""The only reader of ``params.yaml``: loads it once into frozen, typed configuration.
+
+Every knob of the pipeline lives in ``params.yaml``. This module turns it into the dataclasses below and
+fails at load time, naming the key path, the bad value and what is allowed, on an unknown key, a missing
+key, a wrong type or a value out of range. Library code never sees the raw tree: flows pass it the typed
+pieces it needs.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from corpora.languages import ISO_639_1
+
+CANONICAL_SPLITS = ("train", "val", "test")
+
+
+class ParamsError(ValueError):
+    """``params.yaml`` is invalid; the message starts with the file and the key path."""
+
+
+@dataclass(frozen=True)
+class Languages:
+    pivot: str  # the language of the English-only models and of backward translation (ISO 639-1)
+    targets: tuple[str, ...]  # languages translated to and from the pivot; order is kept
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (self.pivot, *self.targets)
+
+
+@dataclass(frozen=True)
+class Paths:
+    synthetic: str  # where the `generate` stage writes the built-in dataset
+    source: str  # what `prepare` reads: a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
+    images: str  # the image folder; images.parquet paths are relative to it
+    parallel: str  # text-only parallel corpus folder: <pivot>-<target>/<split>.<lang>[.gz|.sgm]
+    prepared: str  # canonical tables (output of `prepare`)
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    train: int
+    val: int
+    test: int
+
+
+@dataclass(frozen=True)
+class ObjectRange:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class GenerateParams:
+    image_size: int
+    splits: SplitSizes  # images per split
+    objects_per_image: ObjectRange
+    comparable_per_image: int
+    parallel_pairs: SplitSizes  # sentence pairs per language pair and split
+
+
+@dataclass(frozen=True)
+class Multi30kStems:
+    task1: str | None  # file stem in task1/ (e.g. test_2016_flickr), null: task1 lacks the split
+    task2: str | None  # file stem in task2/ (e.g. test_2016)
+
+
+@dataclass(frozen=True)
+class Multi30kParams:
+    tasks: tuple[Literal["task1", "task2"], ...]
+    tokenized: bool  # read tok/*.lc.norm.tok.* instead of raw/*.gz
+    splits: dict[str, Multi30kStems]  # canonical split -> file stems
+
+
+@dataclass(frozen=True)
+class KarpathyParams:
+    captions_per_image: int
+    restval: Literal["train", "drop"]
+
+
+@dataclass(frozen=True)
+class ScanParams:
+    captions_per_image: int
+    splits: dict[str, str]  # canonical split -> SCAN file stem (train, dev, test, testall)
+
+
+@dataclass(frozen=True)
+class ParallelParams:
+    splits: dict[str, str]  # canonical split -> file stem in each <pivot>-<target>/ folder
+
+
+@dataclass(frozen=True)
+class PrepareParams:
+    format: Literal["multi30k", "karpathy", "scan"]
+    dataset: str  # name written to images.parquet's `dataset` column
+    read_image_sizes: bool  # open every image header for width/height (false: text-only, sizes null)
+    multi30k: Multi30kParams
+    karpathy: KarpathyParams
+    scan: ScanParams
+    parallel: ParallelParams
+
+
+@dataclass(frozen=True)
+class Params:
+    seed: int
+    device: str  # auto | cpu | cuda | cuda:<index>
+    precision: Literal["fp32", "bf16", "fp16"]
+    languages: Languages
+    paths: Paths
+    generate: GenerateParams
+    prepare: PrepareParams
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read, type-check and validate ``params.yaml``.
+
+    Raises:
+        ParamsError: naming the file, the key path, the bad value and what is allowed.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise ParamsError(f"{source}: file not found")
+    try:
+        tree = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ParamsError(f"{source}: not valid YAML: {error}") from None
+    return parse_params(tree, source=str(source))
+
+
+def parse_params(tree: Any, *, source: str = "params.yaml") -> Params:
+    """Build :class:`Params` from an already-parsed YAML tree (tests use this directly)."""
+    try:
+        params = _build(Params, tree, "")
+        _validate(params)
+    except _KeyError as error:
+        raise ParamsError(f"{source}: {error.path or '<top level>'}: {error.message}") from None
+    return params
+
+
+class _KeyError(Exception):
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path, self.message = path, message
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _build(kind: Any, value: Any, path: str) -> Any:
+    """Convert ``value`` to the annotated type ``kind``, or raise _KeyError naming ``path``."""
+    origin = get_origin(kind)
+    if is_dataclass(kind):
+        return _build_dataclass(kind, value, path)
+    if origin is Literal:
+        allowed = get_args(kind)
+        if value not in allowed:
+            raise _KeyError(path, f"got {value!r}, allowed: {', '.join(map(str, allowed))}")
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = get_args(kind)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [option for option in options if option is not type(None)]
+        return _build(inner, value, path)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _KeyError(path, f"expected a list, got {value!r}")
+        (item,) = [arg for arg in get_args(kind) if arg is not Ellipsis]
+        return tuple(_build(item, element, f"{path}[{index}]") for index, element in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _KeyError(path, f"expected a mapping, got {value!r}")
+        _, item = get_args(kind)
+        return {str(key): _build(item, element, _join(path, str(key))) for key, element in value.items()}
+    return _build_scalar(kind, value, path)
+
+
+def _build_scalar(kind: type, value: Any, path: str) -> Any:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    valid = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        str: isinstance(value, str),
+    }
+    if kind not in valid:
+        raise TypeError(f"params type {kind!r} at {path} is not supported")
+    if not valid[kind]:
+        raise _KeyError(path, f"expected {names[kind]}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def _build_dataclass(kind: Any, value: Any, path: str) -> Any:
+    if not isinstance(value, dict):
+        raise _KeyError(path, f"expected a mapping of keys, got {value!r}")
+    hints = typing.get_type_hints(kind)
+    known = {field.name: field for field in fields(kind)}
+    unknown = sorted(set(map(str, value)) - set(known))
+    if unknown:
+        raise _KeyError(_join(path, unknown[0]), f"unknown key; allowed keys here: {', '.join(known)}")
+    built = {}
+    for name, field in known.items():
+        if name not in value:
+            if field.default is MISSING:
+                raise _KeyError(_join(path, name), "missing key")
+            continue
+        built[name] = _build(hints[name], value[name], _join(path, name))
+    return kind(**built)
+
+
+def _validate(params: Params) -> None:
+    """Checks that span more than one value's type: ranges, language codes, split names."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", params.device):
+        raise _KeyError("device", f"got {params.device!r}, allowed: auto, cpu, cuda, cuda:<index>")
+    _validate_languages(params.languages)
+    generate = params.generate
+    _check_range("generate.image_size", generate.image_size, 64, 4096)
+    for split in CANONICAL_SPLITS:
+        _check_range(f"generate.splits.{split}", getattr(generate.splits, split), 1, 10_000_000)
+        _check_range(f"generate.parallel_pairs.{split}", getattr(generate.parallel_pairs, split), 0, 100_000_000)
+    _check_range("generate.objects_per_image.min", generate.objects_per_image.min, 1, 8)
+    _check_range("generate.objects_per_image.max", generate.objects_per_image.max, generate.objects_per_image.min, 8)
+    _check_range("generate.comparable_per_image", generate.comparable_per_image, 1, 20)
+    prepare = params.prepare
+    _check_range("prepare.karpathy.captions_per_image", prepare.karpathy.captions_per_image, 1, 20)
+    _check_range("prepare.scan.captions_per_image", prepare.scan.captions_per_image, 1, 20)
+    for key, splits in (
+        ("prepare.multi30k.splits", prepare.multi30k.splits),
+        ("prepare.scan.splits", prepare.scan.splits),
+        ("prepare.parallel.splits", prepare.parallel.splits),
+    ):
+        _check_split_names(key, splits)
+
+
+def _validate_languages(languages: Languages) -> None:
+    codes = languages.all
+    for key, code in [("languages.pivot", languages.pivot)] + [
+        (f"languages.targets[{index}]", code) for index, code in enumerate(languages.targets)
+    ]:
+        if code not in ISO_639_1:
+            raise _KeyError(key, f"got {code!r}, allowed: an ISO 639-1 language code (en, de, fr, cs, ...)")
+    if len(set(codes)) != len(codes):
+        raise _KeyError("languages", f"a language is listed twice in pivot + targets: {list(codes)}")
+
+
+def _check_range(key: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise _KeyError(key, f"got {value}, allowed: {low} to {high}")
+
+
+def _check_split_names(key: str, splits: dict[str, Any]) -> None:
+    unknown = sorted(set(splits) - set(CANONICAL_SPLITS))
+    if unknown:
+        raise _KeyError(f"{key}.{unknown[0]}", f"unknown split; allowed: {', '.join(CANONICAL_SPLITS)}")
+    if not splits:
+        raise _KeyError(key, "at least one split is needed")

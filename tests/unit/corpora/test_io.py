@@ -1,0 +1,70 @@
+"""Atomic writes and strict line reading."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from corpora.io import InputError, atomic_dir, atomic_path, read_lines, read_parallel_lines, write_text
+
+
+def test_atomic_path_keeps_old_file_when_writer_fails(tmp_path: Path) -> None:
+    target = tmp_path / "table.parquet"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
+    assert target.read_text() == "old"
+    assert [path.name for path in tmp_path.iterdir()] == ["table.parquet"]
+
+
+def test_atomic_dir_replaces_whole_folder_only_on_success(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    with atomic_dir(target) as tmp:
+        (tmp / "stale.txt").write_text("1")
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "new.txt").write_text("2")
+        raise RuntimeError("killed")
+    assert [path.name for path in target.iterdir()] == ["stale.txt"]
+    with atomic_dir(target) as tmp:
+        (tmp / "new.txt").write_text("2")
+    assert [path.name for path in target.iterdir()] == ["new.txt"]  # nothing of the earlier run survives
+    assert [path.name for path in tmp_path.iterdir()] == ["out"]
+
+
+def test_gz_text_is_reproducible_and_readable(tmp_path: Path) -> None:
+    write_text(tmp_path / "a.en.gz", "Ein Hund.\nZwei Katzen.\n")
+    first = (tmp_path / "a.en.gz").read_bytes()
+    write_text(tmp_path / "a.en.gz", "Ein Hund.\nZwei Katzen.\n")
+    assert (tmp_path / "a.en.gz").read_bytes() == first
+    assert read_lines(tmp_path / "a.en.gz") == ["Ein Hund.", "Zwei Katzen."]
+
+
+def test_read_lines_names_file_and_line_of_bad_input(tmp_path: Path) -> None:
+    bad_utf8 = tmp_path / "train.de.gz"
+    bad_utf8.write_bytes(gzip.compress("gut\n".encode() + b"schl\xfcssel\n"))
+    with pytest.raises(InputError, match=rf"{bad_utf8}:2: invalid UTF-8 at byte 4"):
+        read_lines(bad_utf8)
+    empty = tmp_path / "train.en"
+    empty.write_text("a dog\n\na cat\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"{empty}:2: empty line"):
+        read_lines(empty)
+    assert read_lines(empty, allow_empty=True) == ["a dog", "", "a cat"]
+    with pytest.raises(InputError, match="file not found"):
+        read_lines(tmp_path / "missing.en")
+
+
+def test_crlf_line_ends_are_stripped(tmp_path: Path) -> None:
+    path = tmp_path / "x.en"
+    path.write_bytes(b"a dog\r\na cat\r\n")
+    assert read_lines(path) == ["a dog", "a cat"]
+
+
+def test_parallel_mismatch_names_both_files_and_counts(tmp_path: Path) -> None:
+    src, tgt = tmp_path / "train.en", tmp_path / "train.de"
+    src.write_text("a\nb\nc\n", encoding="utf-8")
+    tgt.write_text("x\ny\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"{src} has 3 lines, {tgt} has 2 lines"):
+        read_parallel_lines(src, tgt)

@@ -1,0 +1,34 @@
+"""Device and precision resolution."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flows.runtime import autocast, resolve_device
+
+
+def test_cpu_and_auto_resolve() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a CPU-only machine")
+def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(RuntimeError, match="device: 'cuda' asked for, but this torch build sees no CUDA device"):
+        resolve_device("cuda")
+
+
+def test_autocast_is_a_no_op_on_cpu() -> None:
+    with autocast(torch.device("cpu"), "bf16"):
+        product = torch.ones(2, 2) @ torch.ones(2, 2)
+    assert product.dtype == torch.float32
+
+
+@pytest.mark.gpu
+def test_bf16_autocast_on_cuda() -> None:
+    device = resolve_device("cuda")
+    with autocast(device, "bf16"):
+        product = torch.ones(2, 2, device=device) @ torch.ones(2, 2, device=device)
+    assert product.dtype == torch.bfloat16
