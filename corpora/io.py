@@ -79,7 +79,12 @@ def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> li
     source = Path(path)
     if not source.is_file():
         raise InputError(f"{source}: file not found")
-    raw = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
+    raw = source.read_bytes()
+    if source.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as error:
+            raise InputError(f"{source}: not a valid gzip file ({error})") from None
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -102,7 +107,6 @@ def read_parallel_lines(src_path: Path, tgt_path: Path) -> tuple[list[str], list
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise InputError(
-            f"parallel files differ in length: {src_path} has {len(src)} lines, "
-            f"{tgt_path} has {len(tgt)} lines"
+            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)} lines"
         )
     return src, tgt

@@ -44,7 +44,7 @@ def test_gz_text_is_reproducible_and_readable(tmp_path: Path) -> None:
 
 def test_read_lines_names_file_and_line_of_bad_input(tmp_path: Path) -> None:
     bad_utf8 = tmp_path / "train.de.gz"
-    bad_utf8.write_bytes(gzip.compress("gut\n".encode() + b"schl\xfcssel\n"))
+    bad_utf8.write_bytes(gzip.compress(b"gut\n" + b"schl\xfcssel\n"))
     with pytest.raises(InputError, match=rf"{bad_utf8}:2: invalid UTF-8 at byte 4"):
         read_lines(bad_utf8)
     empty = tmp_path / "train.en"
@@ -54,6 +54,13 @@ def test_read_lines_names_file_and_line_of_bad_input(tmp_path: Path) -> None:
     assert read_lines(empty, allow_empty=True) == ["a dog", "", "a cat"]
     with pytest.raises(InputError, match="file not found"):
         read_lines(tmp_path / "missing.en")
+
+
+def test_truncated_gzip_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "train.en.gz"
+    path.write_bytes(gzip.compress(b"a dog\n" * 100)[:30])
+    with pytest.raises(InputError, match=rf"{path}: not a valid gzip file"):
+        read_lines(path)
 
 
 def test_crlf_line_ends_are_stripped(tmp_path: Path) -> None:

@@ -45,7 +45,9 @@ def caption_columns(**changes: list[Any]) -> dict[str, list[Any]]:
 def test_round_trip_keeps_values_types_and_order(tmp_path: Path) -> None:
     images = tables.images_table(image_columns())
     captions = tables.captions_table(caption_columns(), images=images)
-    parallel = tables.parallel_table({"split": ["train", "test"], "src": ["a dog", "a cat"], "tgt": ["ein Hund", "eine Katze"]})
+    parallel = tables.parallel_table(
+        {"split": ["train", "test"], "src": ["a dog", "a cat"], "tgt": ["ein Hund", "eine Katze"]}
+    )
     write_prepared(Corpus(images, captions, {"en-de": parallel}), tmp_path / "prepared")
     back = read_prepared(tmp_path / "prepared")
     assert back.images.equals(images)

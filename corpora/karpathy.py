@@ -1,0 +1,134 @@
+"""Karpathy split files (``dataset_flickr30k.json``, ``dataset_coco.json``) -> canonical tables.
+
+The file holds ``{"images": [...], "dataset": ...}``; each image entry has ``filename``, ``split`` (train,
+val, test or restval), ``sentences`` (each with ``raw`` and ``tokens``), and for COCO also ``filepath``
+(``train2014``/``val2014``) and ``cocoid``. Flickr30K has 29,000 / 1,014 / 1,000 train/val/test images;
+COCO has 82,783 train + 30,504 restval (usually trained on) and 5,000 val and 5,000 test, all of val/test
+carved out of val2014.
+
+- image_id: ``str(cocoid)`` when the entry has one (COCO), else the file name without its extension.
+- images.path: ``<filepath>/<filename>`` when the entry has a filepath, else ``<filename>``.
+- captions: kind="comparable" (independent descriptions), text = ``raw`` stripped, the first
+  ``captions_per_image`` of each image in file order. Some COCO images have 6 or 7 captions; the extra
+  ones are dropped so that every image has exactly five, as the 5-captions-per-image evaluation expects.
+
+Row order is the file's: images in entry order, each image's captions consecutive. For COCO the order of
+the test images defines the five 1K test folds (fold k = test images 1000k .. 1000k+999, captions in the
+same order), so it must never be shuffled or sorted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from corpora.human_captions import HumanCaptions
+from corpora.image_files import ListedImage, build_images_table
+from corpora.io import InputError
+from corpora.languages import check_language
+from corpora.prepared import Corpus
+
+KARPATHY_SPLITS = ("train", "val", "test", "restval")
+
+
+def read_karpathy(
+    json_path: Path,
+    *,
+    dataset: str,
+    image_root: Path | None,
+    lang: str = "en",
+    captions_per_image: int | None = 5,
+    restval: Literal["train", "drop"] = "train",
+) -> Corpus:
+    """Read a Karpathy split file into a validated images + captions corpus.
+
+    Args:
+        json_path: ``dataset_flickr30k.json`` or ``dataset_coco.json`` (or the same format).
+        dataset: The name stored in ``images.dataset``.
+        image_root: The folder the image paths are relative to; None for text-only preparation.
+        lang: The ISO 639-1 code of the captions.
+        captions_per_image: Keep the first N captions of each image (an image with fewer is an error);
+            None keeps all of them.
+        restval: "train" adds the restval images to train (the usual COCO setup); "drop" leaves them out.
+
+    Raises:
+        InputError: invalid JSON, a missing field, an unknown split, too few or empty captions, a duplicate
+            or missing image, or an unreadable image file.
+    """
+    check_language(lang, where=f"{json_path}: lang")
+    if captions_per_image is not None and captions_per_image < 1:
+        raise InputError(f"captions_per_image must be at least 1 or None, got {captions_per_image}")
+    if restval not in ("train", "drop"):
+        raise InputError(f"restval must be 'train' or 'drop', got {restval!r}")
+    listed: list[ListedImage] = []
+    texts: list[list[str]] = []
+    for index, entry in enumerate(_load_entries(json_path)):
+        where = f"{json_path}: images[{index}]"
+        split = _canonical_split(_field(entry, "split", str, where), restval, where)
+        if split is not None:
+            listed.append(_listed_image(entry, split, where))
+            texts.append(_captions(entry, captions_per_image, where))
+    images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    captions = HumanCaptions()
+    for image, image_texts in zip(listed, texts, strict=True):
+        for number, text in enumerate(image_texts, start=1):
+            captions.add_comparable(image.image_id, image.split, lang, number, text)
+    return Corpus(images=images, captions=captions.table(images))
+
+
+def _load_entries(json_path: Path) -> list[dict[str, Any]]:
+    path = Path(json_path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    try:
+        data = json.loads(path.read_bytes())
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{error.lineno}:{error.colno}: invalid JSON ({error.msg})") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: invalid UTF-8 at byte {error.start}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise InputError(f"{path}: expected an object with an 'images' list (Karpathy split format)")
+    for index, entry in enumerate(data["images"]):
+        if not isinstance(entry, dict):
+            raise InputError(f"{path}: images[{index}] is not an object")
+    return data["images"]
+
+
+def _field(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = entry.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InputError(f"{where}: field {key!r} is missing or not a {kind.__name__} (got {value!r})")
+    return value
+
+
+def _canonical_split(split: str, restval: str, where: str) -> str | None:
+    """The canonical split of a Karpathy split name; None for a dropped restval image."""
+    if split not in KARPATHY_SPLITS:
+        raise InputError(f"{where}: split {split!r} is not one of {list(KARPATHY_SPLITS)}")
+    if split == "restval":
+        return None if restval == "drop" else "train"
+    return split
+
+
+def _listed_image(entry: dict[str, Any], split: str, where: str) -> ListedImage:
+    filename = _field(entry, "filename", str, where)
+    path = f"{_field(entry, 'filepath', str, where)}/{filename}" if "filepath" in entry else filename
+    image_id = str(_field(entry, "cocoid", int, where)) if "cocoid" in entry else Path(filename).stem
+    return ListedImage(image_id=image_id, path=path, split=split, where=f"{where} ({filename})")
+
+
+def _captions(entry: dict[str, Any], captions_per_image: int | None, where: str) -> list[str]:
+    sentences = _field(entry, "sentences", list, where)
+    wanted = len(sentences) if captions_per_image is None else captions_per_image
+    if len(sentences) < max(wanted, 1):
+        raise InputError(
+            f"{where} ({entry.get('filename')}): {len(sentences)} captions, expected at least {max(wanted, 1)}"
+        )
+    texts = []
+    for number, sentence in enumerate(sentences[:wanted]):
+        raw = sentence.get("raw") if isinstance(sentence, dict) else None
+        if not isinstance(raw, str) or not raw.strip():
+            raise InputError(f"{where}: sentences[{number}] has no 'raw' text (got {raw!r})")
+        texts.append(raw.strip())
+    return texts

@@ -1,0 +1,254 @@
+"""Multi30K task1 + task2 captions (layout of the public multi30k/dataset repository) -> canonical tables.
+
+Layout under ``root`` (the built-in synthetic generator writes the same, with stems train/val/test)::
+
+    task1/image_splits/<stem>.txt             image file names, one per line, in corpus order
+    task1/raw/<stem>.<lang>.gz                one caption per image; the non-English ones translate the English
+    task1/tok/<stem>.lc.norm.tok.<lang>       the same, lowercased and Moses-tokenized (``tokenized=True``)
+    task2/image_splits/<stem>_images.txt
+    task2/raw/<stem>.<n>.<lang>.gz            n = 1..N independently written captions per image
+    task2/tok/<stem>.lc.norm.tok.<n>.<lang>
+
+Line i of every caption file describes the image on line i of its image list. task1 files become
+kind="translation" captions, task2 files kind="comparable" ones. Caption files are accepted gzipped or
+plain. The tokenized files keep Moses XML escapes (``&apos;``, ``&quot;``, ``&amp;``); they are read as is.
+
+Row order: images by split (train, val, test) in corpus order; captions by split, then image, then the
+task1 captions in the requested language order, then the task2 captions by language and n. Selecting one
+split, language and kind therefore keeps each image's captions consecutive (the SCAN convention).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corpora.human_captions import HumanCaptions
+from corpora.image_files import ListedImage, build_images_table
+from corpora.io import InputError, read_lines
+from corpora.languages import check_language
+from corpora.prepared import Corpus
+from corpora.tables import SPLITS
+
+TASKS = ("task1", "task2")
+
+
+@dataclass(frozen=True)
+class Multi30kSplit:
+    """The file stems of one canonical split in task1 and task2; None where a task lacks the split."""
+
+    task1: str | None
+    task2: str | None
+
+    def stem(self, task: str) -> str | None:
+        return self.task1 if task == "task1" else self.task2
+
+
+# The splits of the WMT 2016 Multi30K release (29,000 / 1,014 / 1,000 images).
+MULTI30K_2016: dict[str, Multi30kSplit] = {
+    "train": Multi30kSplit(task1="train", task2="train"),
+    "val": Multi30kSplit(task1="val", task2="val"),
+    "test": Multi30kSplit(task1="test_2016_flickr", task2="test_2016"),
+}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    root: Path
+    tokenized: bool
+
+    def image_list(self, task: str, stem: str) -> Path:
+        if task == "task1":
+            return self.root / "task1" / "image_splits" / f"{stem}.txt"
+        return self.root / "task2" / "image_splits" / f"{stem}_images.txt"
+
+    def caption_prefix(self, task: str, stem: str) -> Path:
+        """Caption files are ``<prefix>.<lang>`` (task1) or ``<prefix>.<n>.<lang>`` (task2), ``.gz`` optional."""
+        if self.tokenized:
+            return self.root / task / "tok" / f"{stem}.lc.norm.tok"
+        return self.root / task / "raw" / stem
+
+
+@dataclass
+class _SplitFiles:
+    """What one split reads: its image list and the caption files per language."""
+
+    list_path: Path
+    images: list[ListedImage]
+    translation: dict[str, Path] = field(default_factory=dict)
+    comparable: dict[str, list[Path]] = field(default_factory=dict)
+
+
+def read_multi30k(
+    root: Path,
+    *,
+    languages: Sequence[str],
+    splits: Mapping[str, Multi30kSplit],
+    image_root: Path | None,
+    dataset: str = "multi30k",
+    tasks: Sequence[str] = TASKS,
+    tokenized: bool = False,
+) -> Corpus:
+    """Read Multi30K-layout captions into a validated images + captions corpus.
+
+    Args:
+        root: The folder holding ``task1/`` and ``task2/``.
+        languages: ISO 639-1 codes to read; each needs files in at least one task.
+        splits: Canonical split ("train", "val", "test") -> file stems, e.g. :data:`MULTI30K_2016`.
+        image_root: The folder of the listed image files; None for text-only preparation (null sizes).
+        dataset: The name stored in ``images.dataset``.
+        tasks: Which of "task1" (translation captions) and "task2" (comparable captions) to read.
+        tokenized: Read the ``tok/`` files instead of ``raw/``.
+
+    Raises:
+        InputError: a bad argument, a missing or inconsistent file, a line-count mismatch, differing task1
+            and task2 image lists, a duplicate or missing image, or an unreadable image file.
+    """
+    _check_request(languages, splits, tasks)
+    layout = _Layout(Path(root), tokenized)
+    order = [split for split in SPLITS if split in splits]
+    split_files = {split: _read_image_lists(layout, split, splits[split], tasks) for split in order}
+    for lang in languages:
+        _locate_language(layout, {split: splits[split] for split in order}, lang, tasks, split_files)
+    listed = [image for split in order for image in split_files[split].images]
+    images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    captions = HumanCaptions()
+    for split in order:
+        _add_split_captions(captions, split, split_files[split])
+    return Corpus(images=images, captions=captions.table(images))
+
+
+def _check_request(languages: Sequence[str], splits: Mapping[str, Multi30kSplit], tasks: Sequence[str]) -> None:
+    if not languages:
+        raise InputError("multi30k: no languages requested")
+    for lang in languages:
+        check_language(lang, where="multi30k languages")
+    if len(set(languages)) != len(languages):
+        raise InputError(f"multi30k languages: {list(languages)} names a language twice")
+    if not tasks or any(task not in TASKS for task in tasks):
+        raise InputError(f"multi30k tasks: {list(tasks)}; expected a non-empty subset of {list(TASKS)}")
+    if not splits or any(split not in SPLITS for split in splits):
+        raise InputError(f"multi30k splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
+
+
+def _read_image_lists(layout: _Layout, split: str, stems: Multi30kSplit, tasks: Sequence[str]) -> _SplitFiles:
+    """Read the split's image list(s); when both tasks list the split, the lists must be identical."""
+    paths = [layout.image_list(task, stem) for task in TASKS if task in tasks and (stem := stems.stem(task))]
+    if not paths:
+        raise InputError(f"multi30k split {split!r}: {stems} names no file stem for tasks {list(tasks)}")
+    names = [[line.strip() for line in read_lines(path)] for path in paths]
+    if len(paths) == 2:
+        _check_same_images(paths[0], names[0], paths[1], names[1])
+    listed = [
+        ListedImage(image_id=Path(name).stem, path=name, split=split, where=f"{paths[0]}:{line}")
+        for line, name in enumerate(names[0], start=1)
+    ]
+    return _SplitFiles(list_path=paths[0], images=listed)
+
+
+def _check_same_images(path_a: Path, names_a: list[str], path_b: Path, names_b: list[str]) -> None:
+    # Line i of both tasks' caption files must describe the same image, so order matters too.
+    for line, (name_a, name_b) in enumerate(zip(names_a, names_b, strict=False), start=1):
+        if name_a != name_b:
+            raise InputError(
+                f"task1 and task2 image lists differ: {path_a}:{line} names {name_a!r}, "
+                f"{path_b}:{line} names {name_b!r}"
+            )
+    if len(names_a) != len(names_b):
+        raise InputError(
+            f"task1 and task2 image lists differ in length: {path_a} has {len(names_a)} lines, "
+            f"{path_b} has {len(names_b)} lines"
+        )
+
+
+def _locate_language(
+    layout: _Layout,
+    splits: Mapping[str, Multi30kSplit],
+    lang: str,
+    tasks: Sequence[str],
+    split_files: Mapping[str, _SplitFiles],
+) -> None:
+    """Find the caption files of one language in every split and record them in ``split_files``.
+
+    A language may lack one task (French and Czech have no task2 files), but a task it has must cover
+    every split that names a stem for that task, with the same number of task2 files in each.
+    """
+    task1 = {split: layout.caption_prefix("task1", stem) for split, stem in _stems(splits, "task1", tasks)}
+    task2 = {split: layout.caption_prefix("task2", stem) for split, stem in _stems(splits, "task2", tasks)}
+    found1 = {split: _find(prefix, lang) for split, prefix in task1.items()}
+    found2 = {split: _task2_files(prefix, lang) for split, prefix in task2.items()}
+    if not any(found1.values()) and not any(found2.values()):
+        looked = [f"{prefix}.{lang}" for prefix in task1.values()]
+        looked += [f"{prefix}.<n>.{lang}" for prefix in task2.values()]
+        raise InputError(f"language {lang!r}: no caption files; looked for {looked} (each gzipped or plain)")
+    if any(found1.values()):
+        for split, path in found1.items():
+            if path is None:
+                raise InputError(
+                    f"{task1[split]}.{lang}: caption file not found, gzipped or plain "
+                    f"(language {lang!r} has task1 files in other splits)"
+                )
+            split_files[split].translation[lang] = path
+    if any(found2.values()):
+        _check_same_counts(found2, task2, lang)
+        for split, paths in found2.items():
+            split_files[split].comparable[lang] = paths
+
+
+def _stems(splits: Mapping[str, Multi30kSplit], task: str, tasks: Sequence[str]) -> list[tuple[str, str]]:
+    """(split, stem) for every split that names a stem for ``task``; none when the task is not read."""
+    if task not in tasks:
+        return []
+    return [(split, stem) for split, stems in splits.items() if (stem := stems.stem(task)) is not None]
+
+
+def _find(prefix: Path, suffix: str) -> Path | None:
+    """The file ``<prefix>.<suffix>``, gzipped or plain, or None."""
+    for name in (f"{prefix.name}.{suffix}.gz", f"{prefix.name}.{suffix}"):
+        if (prefix.parent / name).is_file():
+            return prefix.parent / name
+    return None
+
+
+def _task2_files(prefix: Path, lang: str) -> list[Path]:
+    """The files ``<prefix>.<n>.<lang>[.gz]`` for n = 1..N; a gap in the numbering is an error."""
+    pattern = re.compile(rf"{re.escape(prefix.name)}\.([1-9][0-9]*)\.{re.escape(lang)}(?:\.gz)?")
+    names = os.listdir(prefix.parent) if prefix.parent.is_dir() else []
+    numbers = sorted({int(match.group(1)) for name in names if (match := pattern.fullmatch(name))})
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise InputError(f"{prefix}.<n>.{lang}: caption files numbered {numbers}; expected 1..N without gaps")
+    return [path for number in numbers if (path := _find(prefix, f"{number}.{lang}")) is not None]
+
+
+def _check_same_counts(found: Mapping[str, list[Path]], prefixes: Mapping[str, Path], lang: str) -> None:
+    # Evaluation assumes the same number of comparable captions per image in every split.
+    if len({len(paths) for paths in found.values()}) > 1:
+        shown = "; ".join(f"{split}: {len(paths)} files {prefixes[split]}.<n>.{lang}" for split, paths in found.items())
+        raise InputError(f"language {lang!r}: the number of task2 caption files differs between splits ({shown})")
+
+
+def _read_captions(path: Path, list_path: Path, count: int) -> list[str]:
+    lines = read_lines(path)
+    if len(lines) != count:
+        raise InputError(
+            f"caption file {path} has {len(lines)} lines, but its image list {list_path} has {count} lines"
+        )
+    return [line.strip() for line in lines]
+
+
+def _add_split_captions(captions: HumanCaptions, split: str, files: _SplitFiles) -> None:
+    count = len(files.images)
+    translations = {lang: _read_captions(path, files.list_path, count) for lang, path in files.translation.items()}
+    comparable = {
+        lang: [_read_captions(path, files.list_path, count) for path in paths]
+        for lang, paths in files.comparable.items()
+    }
+    for row, image in enumerate(files.images):
+        for lang, lines in translations.items():
+            captions.add_translation(image.image_id, split, lang, lines[row])
+        for lang, numbered in comparable.items():
+            for number, lines in enumerate(numbered, start=1):
+                captions.add_comparable(image.image_id, split, lang, number, lines[row])
