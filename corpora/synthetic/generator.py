@@ -1,0 +1,183 @@
+"""Generate the synthetic dataset folder: images, object boxes, Multi30K-style captions and parallel text.
+
+The folder follows the public multi30k/dataset layout, so the Multi30K adapter reads it like the real
+data::
+
+    images/<image_id>.png                      objects.parquet (one row per drawn shape)
+    task1/image_splits/{split}.txt             task1/raw/{split}.{lang}.gz    (one translation per image)
+    task2/image_splits/{split}_images.txt      task2/raw/{split}.{n}.{lang}.gz (independent captions)
+    parallel/{pivot}-{x}/{split}.{lang}.gz     meta.json
+
+Everything is written into a temporary sibling folder that replaces ``out_dir`` only when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from corpora.io import atomic_dir, write_text
+from corpora.synthetic import layout
+from corpora.synthetic.config import SyntheticConfig, validate_config
+from corpora.synthetic.describe import caption_meaning, parallel_meaning
+from corpora.synthetic.grammars import GRAMMARS
+from corpora.synthetic.inventory import COLOURS, PLACES, RELATIONS, SHAPES, SIZES
+from corpora.synthetic.render import png_bytes, render
+from corpora.synthetic.scenes import Scene, sample_scene
+from corpora.synthetic.streams import array_stream, stream
+
+SPLITS = ("train", "val", "test")
+PROGRESS_EVERY = 50  # images between progress reports
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class GenerationSummary:
+    """What :func:`generate` wrote, for logs and a table display."""
+
+    images: Mapping[str, int]  # split -> images
+    objects: int  # shapes drawn over all images
+    captions: Mapping[str, int]  # language -> captions (translation and comparable, all splits)
+    parallel_pairs: Mapping[str, int]  # "<pivot>-<x>" -> sentence pairs over all splits
+
+    def as_rows(self) -> list[dict[str, object]]:
+        """One row per count: ``{"item": "images", "key": "train", "count": 1000}``."""
+        groups = [("images", self.images), ("objects", {"all": self.objects}), ("captions", self.captions)]
+        groups.append(("parallel pairs", self.parallel_pairs))
+        return [{"item": item, "key": key, "count": count} for item, counts in groups for key, count in counts.items()]
+
+
+@dataclass(frozen=True)
+class _Image:
+    image_id: str
+    split: str
+    scene: Scene
+
+
+def generate(
+    config: SyntheticConfig, out_dir: str | os.PathLike[str], *, progress: Progress | None = None
+) -> GenerationSummary:
+    """Write the dataset described by ``config`` into ``out_dir`` (replaced as a whole).
+
+    Args:
+        config: what to generate; validated first (InputError naming the field).
+        out_dir: the dataset folder; nothing appears there unless generation completes.
+        progress: called as ``progress(done, total)`` every few dozen images and at the end.
+
+    Returns:
+        The counts of what was written (also stored in ``meta.json``).
+    """
+    validate_config(config)
+    with atomic_dir(out_dir) as root:
+        images = _write_images(config, root, progress)
+        layout.write_objects(root / "objects.parquet", [(image.image_id, image.scene) for image in images])
+        layout.write_image_splits(root, _ids_by_split(images))
+        captions = _write_captions(config, root, images)
+        pairs = _write_parallel(config, root)
+        summary = GenerationSummary(
+            images={split: sum(image.split == split for image in images) for split in SPLITS},
+            objects=sum(len(image.scene.objects) for image in images),
+            captions=captions,
+            parallel_pairs=pairs,
+        )
+        _write_meta(root / "meta.json", config, summary)
+    return summary
+
+
+def _write_images(config: SyntheticConfig, root: Path, progress: Progress | None) -> list[_Image]:
+    counts = {"train": config.train_images, "val": config.val_images, "test": config.test_images}
+    splits = [split for split in SPLITS for _ in range(counts[split])]
+    rng = stream(config.seed, "images")
+    (root / "images").mkdir()
+    images: list[_Image] = []
+    for number, split in enumerate(splits, start=1):
+        scene = sample_scene(
+            rng, image_size=config.image_size, min_objects=config.min_objects, max_objects=config.max_objects
+        )
+        image = _Image(image_id=f"syn{number:06d}", split=split, scene=scene)
+        picture = render(scene, array_stream(config.seed, "pixels", number))  # own stream: images are independent
+        (root / "images" / f"{image.image_id}.png").write_bytes(png_bytes(picture))
+        images.append(image)
+        if progress is not None and (number % PROGRESS_EVERY == 0 or number == len(splits)):
+            progress(number, len(splits))
+    return images
+
+
+def _ids_by_split(images: Sequence[_Image]) -> dict[str, list[str]]:
+    return {split: [image.image_id for image in images if image.split == split] for split in SPLITS}
+
+
+def _write_captions(config: SyntheticConfig, root: Path, images: Sequence[_Image]) -> dict[str, int]:
+    """Task 1: one meaning per image said in every language; task 2: captions sampled per language and n."""
+    translation_rng = stream(config.seed, "translation")
+    meanings = [caption_meaning(translation_rng, image.scene) for image in images]
+    for lang in config.languages:
+        texts = [GRAMMARS[lang].realise(meaning) for meaning in meanings]
+        layout.write_split_texts(root / "task1" / "raw", f"{lang}.gz", _by_split(images, texts))
+        for n in range(1, config.comparable_per_image + 1):
+            rng = stream(config.seed, "comparable", lang, n)
+            texts = [GRAMMARS[lang].realise(caption_meaning(rng, image.scene)) for image in images]
+            layout.write_split_texts(root / "task2" / "raw", f"{n}.{lang}.gz", _by_split(images, texts))
+    return {lang: len(images) * (1 + config.comparable_per_image) for lang in config.languages}
+
+
+def _by_split(images: Sequence[_Image], texts: Sequence[str]) -> dict[str, list[str]]:
+    pairs = list(zip(images, texts, strict=True))
+    return {split: [text for image, text in pairs if image.split == split] for split in SPLITS}
+
+
+def _write_parallel(config: SyntheticConfig, root: Path) -> dict[str, int]:
+    """Pivot-X sentence pairs for every other language, per split; returns the pairs per language pair."""
+    sizes = {"train": config.parallel_train_pairs, "val": config.parallel_val_pairs, "test": config.parallel_test_pairs}
+    pairs: dict[str, int] = {}
+    for lang in config.languages:
+        if lang == config.pivot:
+            continue
+        name = f"{config.pivot}-{lang}"
+        for split in SPLITS:
+            source, target = _parallel_split(config, lang, stream(config.seed, "parallel", name, split), sizes[split])
+            layout.write_lines(root / "parallel" / name / f"{split}.{config.pivot}.gz", source)
+            layout.write_lines(root / "parallel" / name / f"{split}.{lang}.gz", target)
+        pairs[name] = sum(sizes.values())
+    return pairs
+
+
+def _parallel_split(config: SyntheticConfig, lang: str, rng: random.Random, count: int) -> tuple[list[str], list[str]]:
+    """``count`` meanings of fresh scenes (never the dataset's images), said in the pivot and in ``lang``.
+
+    The scenes use the images' object range, so the text shares the captions' vocabulary and numerals.
+    """
+    source, target = [], []
+    for _ in range(count):
+        scene = sample_scene(
+            rng, image_size=config.image_size, min_objects=config.min_objects, max_objects=config.max_objects
+        )
+        meaning = parallel_meaning(rng, scene)
+        source.append(GRAMMARS[config.pivot].realise(meaning))
+        target.append(GRAMMARS[lang].realise(meaning))
+    return source, target
+
+
+def _write_meta(path: Path, config: SyntheticConfig, summary: GenerationSummary) -> None:
+    meta = {
+        "config": asdict(config),
+        "inventory": {
+            "shapes": list(SHAPES),
+            "colours": {name: list(rgb) for name, rgb in COLOURS.items()},
+            "sizes": dict(SIZES),
+            "relations": list(RELATIONS),
+            "places": list(PLACES),
+        },
+        "counts": {
+            "images": dict(summary.images),
+            "objects": summary.objects,
+            "captions": dict(summary.captions),
+            "parallel_pairs": dict(summary.parallel_pairs),
+        },
+    }
+    write_text(path, json.dumps(meta, sort_keys=True, indent=2, ensure_ascii=False) + "\n")

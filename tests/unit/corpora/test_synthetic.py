@@ -1,0 +1,295 @@
+"""The synthetic dataset generator: layout, determinism, boxes, truthful captions, validation, atomicity."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+import corpora.synthetic.generator as generator_module
+from corpora.io import InputError, read_lines
+from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
+from corpora.synthetic.inventory import COLOURS
+
+SPLITS = ("train", "val", "test")
+SMALL = SyntheticConfig(
+    seed=3,
+    train_images=12,
+    val_images=4,
+    test_images=4,
+    image_size=96,
+    parallel_train_pairs=200,
+    parallel_val_pairs=20,
+    parallel_test_pairs=20,
+)
+Box = tuple[float, float, float, float]
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GenerationSummary]:
+    root = tmp_path_factory.mktemp("synthetic") / "dataset"
+    return root, generate(SMALL, root)
+
+
+@pytest.fixture(scope="module")
+def objects(small: tuple[Path, GenerationSummary]) -> dict[str, list[dict]]:
+    """image_id -> its object rows."""
+    by_image: dict[str, list[dict]] = {}
+    for row in pq.read_table(small[0] / "objects.parquet").to_pylist():
+        by_image.setdefault(row["image_id"], []).append(row)
+    return by_image
+
+
+def test_same_config_gives_identical_bytes_and_another_seed_differs(small, tmp_path: Path) -> None:
+    root, _ = small
+    generate(SMALL, tmp_path / "again")
+    assert _digests(tmp_path / "again") == _digests(root)
+    generate(dataclasses.replace(SMALL, seed=4), tmp_path / "other")
+    other = _digests(tmp_path / "other")
+    assert other.keys() == _digests(root).keys()
+    changed = [name for name, digest in _digests(root).items() if other[name] != digest]
+    assert {"objects.parquet", "task1/raw/train.de.gz", "parallel/en-cs/train.cs.gz"} <= set(changed)
+    assert sum(name.startswith("images/") for name in changed) == 20
+
+
+def test_adding_a_language_leaves_images_and_other_languages_unchanged(small, tmp_path: Path) -> None:
+    root, _ = small
+    generate(dataclasses.replace(SMALL, languages=("en", "de")), tmp_path / "two")
+    fewer = _digests(tmp_path / "two")
+    same = [name for name, digest in _digests(root).items() if fewer.get(name) == digest]
+    assert sorted(same) == sorted(set(fewer) - {"meta.json"})  # meta.json records the language list
+    assert "task2/raw/train.3.de.gz" in fewer and "images/syn000020.png" in fewer
+    assert not any(".fr." in name or ".cs." in name for name in fewer)
+
+
+def test_layout_and_line_counts(small) -> None:
+    root, summary = small
+    sizes = {"train": 12, "val": 4, "test": 4}
+    pairs = {"train": 200, "val": 20, "test": 20}
+    listed: list[str] = []
+    for split in SPLITS:
+        names = read_lines(root / "task1" / "image_splits" / f"{split}.txt")
+        assert names == read_lines(root / "task2" / "image_splits" / f"{split}_images.txt")
+        assert len(names) == sizes[split]
+        listed += names
+        for lang in SMALL.languages:
+            assert len(read_lines(root / "task1" / "raw" / f"{split}.{lang}.gz")) == sizes[split]
+            for n in range(1, 6):
+                assert len(read_lines(root / "task2" / "raw" / f"{split}.{n}.{lang}.gz")) == sizes[split]
+            if lang != "en":
+                for side in ("en", lang):
+                    assert len(read_lines(root / "parallel" / f"en-{lang}" / f"{split}.{side}.gz")) == pairs[split]
+    assert listed == [f"syn{number:06d}.png" for number in range(1, 21)]  # global numbering, corpus order
+    assert sorted(path.name for path in (root / "images").iterdir()) == listed
+    assert not (root / "task2" / "raw" / "train.6.en.gz").exists()
+    assert summary.images == sizes and summary.captions == {lang: 20 * 6 for lang in SMALL.languages}
+    assert summary.parallel_pairs == {"en-de": 240, "en-fr": 240, "en-cs": 240}
+    assert {"item": "images", "key": "val", "count": 4} in summary.as_rows()
+
+
+def test_meta_records_config_inventories_and_counts(small, objects) -> None:
+    root, summary = small
+    text = (root / "meta.json").read_text(encoding="utf-8")
+    meta = json.loads(text)
+    assert text == json.dumps(meta, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert meta["config"]["seed"] == 3 and meta["config"]["languages"] == ["en", "de", "fr", "cs"]
+    inventory = meta["inventory"]
+    assert len(inventory["shapes"]) >= 8 and len(inventory["colours"]) >= 8
+    assert set(inventory["sizes"]) == {"small", "big"}
+    assert meta["counts"]["objects"] == summary.objects == sum(len(rows) for rows in objects.values())
+
+
+def test_objects_have_boxes_inside_the_image_and_distinct_sizes(small, objects) -> None:
+    root, _ = small
+    assert sorted(objects) == [f"syn{number:06d}" for number in range(1, 21)]
+    longest = {"small": [], "big": []}
+    for rows in objects.values():
+        assert 1 <= len(rows) <= SMALL.max_objects
+        assert [row["object"] for row in rows] == list(range(len(rows)))
+        for row in rows:
+            assert 0 <= row["x0"] < row["x1"] <= 96 and 0 <= row["y0"] < row["y1"] <= 96, row
+            assert row["label"] == row["shape"] and row["attributes"] == [row["colour"], row["size"]]
+            longest[row["size"]].append(max(row["x1"] - row["x0"], row["y1"] - row["y0"]))
+    assert longest["small"] and longest["big"] and max(longest["small"]) * 1.4 < min(longest["big"])
+    schema = pq.read_schema(root / "objects.parquet")
+    assert str(schema.field("x0").type) == "float" and str(schema.field("object").type) == "int32"
+
+
+def test_images_show_each_object_in_its_colour_at_its_box(small, objects) -> None:
+    root, _ = small
+    for image_id, rows in objects.items():
+        image = Image.open(root / "images" / f"{image_id}.png")
+        assert image.format == "PNG" and image.mode == "RGB" and image.size == (96, 96)
+        pixels = np.asarray(image, dtype=int)
+        for row in rows:
+            cx, cy = (row["x0"] + row["x1"]) / 2, (row["y0"] + row["y1"]) / 2
+            covered = any(o is not row and o["x0"] <= cx <= o["x1"] and o["y0"] <= cy <= o["y1"] for o in rows)
+            if not covered:
+                assert np.abs(pixels[int(cy), int(cx)] - COLOURS[row["colour"]]).max() <= 20, (image_id, row)
+
+
+# ---------------------------------------------------------------- captions are true of the boxes
+
+_COLOUR = "|".join(COLOURS)
+_NP = rf"(a|an|the|two|three|four|five|six|seven|eight) (?:(small|big) )?(?:({_COLOUR}) )?(\w+)"
+_RELATION = "to the left of|to the right of|above|below|next to"
+_PLACE = r"at the top|at the bottom|on the left side|on the right side|in the middle"
+_NUMBERS = {"a": 1, "an": 1, "the": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def _holds_loosely(relation: str, a: Box, b: Box, size: int) -> bool:
+    """An independent, looser reading of each relation than the generator's own."""
+    return {
+        "to the left of": a[2] <= b[0],
+        "to the right of": b[2] <= a[0],
+        "above": a[3] <= b[1],
+        "below": b[3] <= a[1],
+        "next to": min(a[3], b[3]) > max(a[1], b[1]) and max(b[0] - a[2], a[0] - b[2]) < 0.25 * size,
+    }[relation]
+
+
+def _place_loosely(place: str, box: Box, size: int) -> bool:
+    cx, cy = (box[0] + box[2]) / 2 / size, (box[1] + box[3]) / 2 / size
+    return {
+        "at the top": cy < 1 / 3,
+        "at the bottom": cy > 2 / 3,
+        "on the left side": cx < 1 / 3,
+        "on the right side": cx > 2 / 3,
+        "in the middle": 1 / 3 < cx < 2 / 3 and 1 / 3 < cy < 2 / 3,
+    }[place]
+
+
+def _referents(rows: list[dict], determiner: str, size: str | None, colour: str | None, noun: str) -> list[Box]:
+    """Boxes that fit a parsed noun phrase; "the" must pick out exactly one object."""
+    shape = noun[:-2] if noun.endswith("sses") else noun.rstrip("s") if determiner not in ("a", "an", "the") else noun
+    fits = [r for r in rows if r["shape"] == shape and colour in (None, r["colour"]) and size in (None, r["size"])]
+    if determiner == "the":
+        assert len(fits) == 1, ("'the' is not unique", determiner, size, colour, noun)
+    return [(r["x0"], r["y0"], r["x1"], r["y1"]) for r in fits]
+
+
+def _check_caption(text: str, rows: list[dict], size: int) -> str:
+    """Parse one English caption, assert what it says holds for ``rows``, and return its form."""
+    sentence = text[0].lower() + text[1:-1]
+    if match := re.fullmatch(rf"{_NP}(?: is)? ({_RELATION}) {_NP}", sentence):
+        subjects, landmarks = _referents(rows, *match.groups()[:4]), _referents(rows, *match.groups()[5:])
+        relation = match.group(5)
+        assert any(_holds_loosely(relation, a, b, size) for a in subjects for b in landmarks if a != b), text
+        return "relation"
+    if match := re.fullmatch(rf"{_NP} is ({_PLACE}) of the picture|({_PLACE}) of the picture there is {_NP}", sentence):
+        groups = match.groups()
+        subject, place = (groups[:4], groups[4]) if groups[0] else (groups[6:], groups[5])
+        assert any(_place_loosely(place, box, size) for box in _referents(rows, *subject)), text
+        return "place"
+    if match := re.fullmatch(r"(?:there (?:is|are)|the picture shows|a picture of) (.+)", sentence):
+        for item in re.split(r", | and ", match.group(1)):
+            parsed = re.fullmatch(_NP, item)
+            assert parsed, (text, item)
+            assert len(_referents(rows, *parsed.groups())) == _NUMBERS[parsed.group(1)], text  # counts are exact
+        return "existence"
+    raise AssertionError(f"caption in no known form: {text!r}")
+
+
+def test_english_captions_are_true_of_the_boxes(small, objects) -> None:
+    root, _ = small
+    forms: list[str] = []
+    for split in SPLITS:
+        image_ids = [name.removesuffix(".png") for name in read_lines(root / "task1" / "image_splits" / f"{split}.txt")]
+        files = [root / "task1" / "raw" / f"{split}.en.gz"]
+        files += [root / "task2" / "raw" / f"{split}.{n}.en.gz" for n in range(1, 6)]
+        for path in files:
+            for image_id, text in zip(image_ids, read_lines(path), strict=True):
+                forms.append(_check_caption(text, objects[image_id], SMALL.image_size))
+    assert len(forms) == 120
+    assert forms.count("relation") >= 10 and forms.count("place") >= 5 and forms.count("existence") >= 10
+
+
+def test_comparable_captions_differ_from_each_other_and_from_the_translation(small) -> None:
+    root, _ = small
+    for lang in SMALL.languages:
+        captions = [read_lines(root / "task1" / "raw" / f"train.{lang}.gz")]
+        captions += [read_lines(root / "task2" / "raw" / f"train.{n}.{lang}.gz") for n in range(1, 6)]
+        per_image = list(zip(*captions, strict=True))
+        assert sum(len(set(texts)) >= 4 for texts in per_image) >= 10, lang
+
+
+def test_parallel_corpus_uses_frames_that_captions_do_not(small) -> None:
+    root, _ = small
+    english = read_lines(root / "parallel" / "en-de" / "train.en.gz")
+    german = read_lines(root / "parallel" / "en-de" / "train.de.gz")
+    assert any(" than " in text for text in english) and any(" als " in text for text in german)
+    assert any(text.startswith("The picture shows no ") for text in english)
+    captions = set(read_lines(root / "task1" / "raw" / "train.en.gz"))
+    assert len(set(english) & captions) < len(english) / 4
+
+
+# ---------------------------------------------------------------- validation and atomic output
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"languages": ("en", "xx")}, r"languages.*'xx'.*available grammars: \['cs', 'de', 'en', 'fr'\]"),
+        ({"languages": ("en", "en")}, "languages.*twice"),
+        ({"pivot": "de", "languages": ("en", "fr")}, "pivot = 'de'"),
+        ({"min_objects": 0}, "min_objects = 0"),
+        ({"max_objects": 9}, "max_objects = 9"),
+        ({"min_objects": 3, "max_objects": 2}, "min_objects = 3 is larger than max_objects = 2"),
+        ({"image_size": 63}, "image_size = 63"),
+        ({"train_images": -1}, "train_images = -1"),
+        ({"parallel_val_pairs": -5}, "parallel_val_pairs = -5"),
+        ({"comparable_per_image": 2.5}, "comparable_per_image = 2.5"),
+    ],
+)
+def test_config_errors_name_the_field_and_value(tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        generate(dataclasses.replace(SMALL, **change), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_run_leaves_nothing_and_keeps_an_earlier_dataset(tmp_path: Path, monkeypatch) -> None:
+    calls = 0
+
+    def failing_render(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            raise RuntimeError("killed while rendering")
+        return real_render(*args, **kwargs)
+
+    real_render = generator_module.render
+    monkeypatch.setattr(generator_module, "render", failing_render)
+    with pytest.raises(RuntimeError, match="killed"):
+        generate(SMALL, tmp_path / "fresh")
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor a temporary sibling
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "marker.txt").write_text("earlier run")
+    calls = 0
+    with pytest.raises(RuntimeError, match="killed"):
+        generate(SMALL, tmp_path / "kept")
+    assert [path.name for path in (tmp_path / "kept").iterdir()] == ["marker.txt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept"]
+
+
+def test_progress_reports_every_fifty_images_and_the_end(tmp_path: Path) -> None:
+    reports: list[tuple[int, int]] = []
+    config = dataclasses.replace(SMALL, train_images=110, val_images=0, test_images=0, parallel_train_pairs=0)
+    generate(config, tmp_path / "out", progress=lambda done, total: reports.append((done, total)))
+    assert reports == [(50, 110), (100, 110), (110, 110)]
+    assert read_lines(tmp_path / "out" / "task1" / "image_splits" / "val.txt") == []
