@@ -1,4 +1,4 @@
-# One command each: `make demo` (install + run the pipeline), `make test` (install + run the tests).
+# One command each: `make demo` (install + run the pipeline), `make test` (install + lint + run the tests).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
@@ -20,12 +20,12 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" dvc repro
 
-test: $(STAMP)
+test: lint
 	PATH="$(BIN):$$PATH" python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check corpora tasks flows tests bench
-	$(BIN)/ruff format --check corpora tasks flows tests bench
+	$(BIN)/ruff check corpora tasks flows tests
+	$(BIN)/ruff format --check corpora tasks flows tests
 	$(BIN)/mypy
 
 clean-venv:

@@ -186,7 +186,9 @@ def _check_provenance(table: pa.Table, source: str) -> None:
     parents = table.column("parent_id").drop_null()
     unknown = pc.invert(pc.is_in(parents, value_set=table.column("caption_id")))
     if len(parents) and pc.any(unknown).as_py():
-        raise InputError(f"{source}: parent_id {parents[_first_row(unknown)].as_py()!r} is not a caption_id of the table")
+        raise InputError(
+            f"{source}: parent_id {parents[_first_row(unknown)].as_py()!r} is not a caption_id of the table"
+        )
 
 
 def _check_image_references(table: pa.Table, images: pa.Table, source: str) -> None:

@@ -21,7 +21,9 @@ def resolve_device(name: str) -> torch.device:
         if not torch.cuda.is_available():
             raise RuntimeError(f"params.yaml: device: {name!r} asked for, but this torch build sees no CUDA device")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise RuntimeError(f"params.yaml: device: {name!r}, but only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise RuntimeError(
+                f"params.yaml: device: {name!r}, but only {torch.cuda.device_count()} CUDA device(s) exist"
+            )
     return device
 
 

@@ -1,0 +1,48 @@
+"""What every stage entry point shares: argument parsing, run tags and clean error exits."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TypeVar
+
+from corpora.io import InputError
+from flows.params import Params, ParamsError, load_params
+
+PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
+
+Result = TypeVar("Result")
+
+
+def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m flows.{stage}", description=description)
+    parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    return parser
+
+
+def run_tags(stage: str) -> list[str]:
+    """Tags of a stage's flow run: the stage, and the pipeline run it belongs to when launched by one."""
+    tags = [f"stage:{stage}"]
+    if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
+        tags.append(f"pipeline:{pipeline_run}")
+    return tags
+
+
+def run_stage(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    body: Callable[[argparse.Namespace, Params], Result],
+) -> Result:
+    """Parse ``argv``, load params and run ``body``; bad params or input end the process with the message alone."""
+    args = parser.parse_args(argv)
+    try:
+        return body(args, load_params(args.params))
+    except (ParamsError, InputError) as error:
+        _fail(parser.prog, error)
+
+
+def _fail(prog: str, error: Exception) -> NoReturn:
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    raise SystemExit(2)

@@ -1,0 +1,102 @@
+"""The generate and prepare flows end to end on a tiny synthetic dataset, under the Prefect test server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from corpora.prepared import read_prepared
+from flows import generate, prepare
+from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, tiny_params_tree, write_params
+
+
+async def _latest_artifact(key: str) -> object:
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    assert found, f"no Prefect artifact with key {key!r}"
+    data = found[-1].data
+    return json.loads(data) if isinstance(data, str) else data
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    params = write_params(root / "params.yaml", tiny_params_tree())
+    raw = root / "raw"
+    generate.main(["--params", str(params), "--out", str(raw)])
+    prepare.main(
+        [
+            "--params",
+            str(params),
+            "--source",
+            str(raw),
+            "--images",
+            str(raw / "images"),
+            "--parallel",
+            str(raw / "parallel"),
+            "--out",
+            str(root / "prepared"),
+        ]
+    )
+    return root / "prepared"
+
+
+def test_prepare_writes_all_tables_with_expected_counts(prepared: Path) -> None:
+    corpus = read_prepared(prepared)
+    images_per_split = {split: pc.sum(pc.equal(corpus.images.column("split"), split)).as_py() for split in TINY_SPLITS}
+    assert images_per_split == TINY_SPLITS
+    n_images = sum(TINY_SPLITS.values())
+    assert corpus.captions.num_rows == n_images * 4 * (5 + 1)  # 4 languages x (5 comparable + 1 translation)
+    assert set(corpus.captions.column("lang").to_pylist()) == {"en", "de", "fr", "cs"}
+    assert corpus.images.column("width").to_pylist() == [96] * n_images
+    assert sorted(corpus.parallel) == ["en-cs", "en-de", "en-fr"]
+    assert corpus.parallel["en-de"].num_rows == sum(TINY_PAIRS.values())
+
+
+def test_prepare_publishes_count_table_artifact(prepared: Path) -> None:
+    rows = asyncio.run(_latest_artifact("prepare-counts"))
+    assert isinstance(rows, list) and len(rows) == 3 * 4  # splits x languages
+    train_de = next(row for row in rows if row["split"] == "train" and row["lang"] == "de")
+    assert train_de == {"split": "train", "lang": "de", "images": 6, "comparable": 30, "translation": 6}
+    parallel = asyncio.run(_latest_artifact("prepare-parallel"))
+    assert {"pair": "en-fr", "split": "val", "pairs": TINY_PAIRS["val"]} in parallel
+    assert len(parallel) == 3 * 3  # pairs x splits
+
+
+def test_bad_params_stop_the_stage_with_the_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    params = write_params(tmp_path / "params.yaml", tiny_params_tree(format="coco"))
+    with pytest.raises(SystemExit) as stopped:
+        prepare.main(["--params", str(params), "--source", "x", "--images", "x", "--parallel", "x", "--out", "y"])
+    assert stopped.value.code == 2
+    assert "prepare.format: got 'coco', allowed: multi30k, karpathy, scan" in capsys.readouterr().err
+
+
+def test_missing_source_is_a_clear_error_and_writes_nothing(
+    tmp_path: Path, prefect_api_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    params = write_params(tmp_path / "params.yaml", tiny_params_tree())
+    missing = tmp_path / "no-such-dataset"
+    with pytest.raises(SystemExit) as stopped:
+        prepare.main(
+            [
+                "--params",
+                str(params),
+                "--source",
+                str(missing),
+                "--images",
+                str(missing / "images"),
+                "--parallel",
+                str(missing / "parallel"),
+                "--out",
+                str(tmp_path / "prepared"),
+            ]
+        )
+    assert stopped.value.code == 2
+    assert str(missing) in capsys.readouterr().err
+    assert not (tmp_path / "prepared").exists()

@@ -1,0 +1,87 @@
+"""`dvc repro` in a fresh git repo: stages run, a second run is a no-op, a param change reruns only prepare."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prefect.client.orchestration import get_client
+
+from corpora.prepared import read_prepared
+from tests.flows.helpers import REPO, tiny_params_tree, write_params
+
+pytestmark = pytest.mark.slow
+
+CODE = ["corpora", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture
+def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]:
+    for name in CODE:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tmp_path / name)
+    write_params(tmp_path / "params.yaml", tiny_params_tree())
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PREFECT_API_URL": prefect_api_url,  # stage processes report to the test server instead of starting their own
+        "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
+    }
+    env.pop("PYTHONPATH", None)
+    for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
+        run(command, tmp_path, env)
+    return tmp_path, env
+
+
+def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, dict[str, str]]) -> None:
+    root, env = project
+    first = run(["dvc", "repro"], root, env)
+    assert "Running stage 'generate'" in first and "Running stage 'prepare'" in first
+    corpus = read_prepared(root / "data" / "prepared")
+    assert corpus.images.num_rows == 12 and set(corpus.images.column("dataset").to_pylist()) == {"synthetic"}
+    assert (root / "dvc.lock").is_file()
+
+    second = run(["dvc", "repro"], root, env)
+    assert "Running stage" not in second
+    assert "Stage 'generate' didn't change, skipping" in second
+    assert "Stage 'prepare' didn't change, skipping" in second
+
+    write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
+    third = run([sys.executable, "-m", "flows.pipeline"], root, env)  # dvc repro, launched as a Prefect flow
+    assert "Stage 'generate' didn't change, skipping" in third
+    assert "Running stage 'prepare'" in third
+    renamed = read_prepared(root / "data" / "prepared")
+    assert set(renamed.images.column("dataset").to_pylist()) == {"synthetic-renamed"}
+    runs = asyncio.run(_flow_runs())
+    (pipeline_run,) = [run for run in runs if run.name_of_flow == "pipeline"]
+    tagged = [run.name_of_flow for run in runs if f"pipeline:{pipeline_run.id}" in run.tags]
+    assert tagged == ["prepare"]
+
+
+@dataclass(frozen=True)
+class _Run:
+    id: str
+    name_of_flow: str
+    tags: list[str]
+
+
+async def _flow_runs() -> list[_Run]:
+    async with get_client() as client:
+        runs = await client.read_flow_runs()
+        flows = {flow.id: flow.name for flow in await client.read_flows()}
+    return [_Run(str(run.id), flows[run.flow_id], list(run.tags)) for run in runs]
