@@ -7,10 +7,14 @@ Flickr30K, COCO).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
+from corpora.image_files import ListedImage, build_images_table
+from corpora.prepared import Corpus
 from corpora.tables import captions_table
 
 
@@ -65,3 +69,20 @@ class HumanCaptions:
             },
             images=images,
         )
+
+
+def comparable_corpus(
+    listed: Sequence[ListedImage],
+    texts: Sequence[Sequence[str]],
+    *,
+    image_root: Path | None,
+    dataset: str,
+    lang: str,
+) -> Corpus:
+    """Images and their comparable captions (``texts[i]`` describes ``listed[i]``), as a validated corpus."""
+    images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    captions = HumanCaptions()
+    for image, image_texts in zip(listed, texts, strict=True):
+        for number, text in enumerate(image_texts, start=1):
+            captions.add_comparable(image.image_id, image.split, lang, number, text)
+    return Corpus(images=images, captions=captions.table(images))

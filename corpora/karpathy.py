@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from corpora.human_captions import HumanCaptions
-from corpora.image_files import ListedImage, build_images_table
+from corpora.human_captions import comparable_corpus
+from corpora.image_files import ListedImage
 from corpora.io import InputError
 from corpora.languages import check_language
 from corpora.prepared import Corpus
@@ -69,12 +69,7 @@ def read_karpathy(
         if split is not None:
             listed.append(_listed_image(entry, split, where))
             texts.append(_captions(entry, captions_per_image, where))
-    images = build_images_table(listed, image_root=image_root, dataset=dataset)
-    captions = HumanCaptions()
-    for image, image_texts in zip(listed, texts, strict=True):
-        for number, text in enumerate(image_texts, start=1):
-            captions.add_comparable(image.image_id, image.split, lang, number, text)
-    return Corpus(images=images, captions=captions.table(images))
+    return comparable_corpus(listed, texts, image_root=image_root, dataset=dataset, lang=lang)
 
 
 def _load_entries(json_path: Path) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from corpora.human_captions import HumanCaptions
-from corpora.image_files import ListedImage, build_images_table
+from corpora.human_captions import comparable_corpus
+from corpora.image_files import ListedImage
 from corpora.io import InputError, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
@@ -59,12 +59,7 @@ def read_scan_captions(
         split_images, split_groups = _read_split(Path(root), splits[split], split, captions_per_image)
         listed += split_images
         groups += split_groups
-    images = build_images_table(listed, image_root=None, dataset=dataset)
-    captions = HumanCaptions()
-    for image, texts in zip(listed, groups, strict=True):
-        for number, text in enumerate(texts, start=1):
-            captions.add_comparable(image.image_id, image.split, lang, number, text)
-    return Corpus(images=images, captions=captions.table(images))
+    return comparable_corpus(listed, groups, image_root=None, dataset=dataset, lang=lang)
 
 
 def _read_split(root: Path, stem: str, split: str, per_image: int) -> tuple[list[ListedImage], list[list[str]]]:
