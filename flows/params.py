@@ -43,6 +43,11 @@ class Paths:
     images: str  # the image folder; images.parquet paths are relative to it
     parallel: str  # text-only parallel corpus folder: <pivot>-<target>/<split>.<lang>[.gz|.sgm]
     prepared: str  # canonical tables (output of `prepare`)
+    boxes: str  # given boxes per image (+ object/attribute labels): the generator's objects.parquet
+    feature_inputs: str  # what you hold for `features`: detector checkpoints, SCAN *_ims.npy, bottom-up TSV files
+    features: str  # FeatureStores, one folder per extractor: <features>/<extractor>/
+    work: str  # resumable intermediate work (finished shards of an interrupted run); not versioned
+    metrics: str  # metrics files, one folder per family
 
 
 @dataclass(frozen=True)
@@ -109,14 +114,71 @@ class PrepareParams:
 
 
 @dataclass(frozen=True)
+class RunnerParams:
+    kind: Literal["local", "dask"]  # where shards of heavy steps run
+    max_workers: int  # local: threads mapping shards (1 = one after the other; torch uses every core anyway)
+    address: str | None  # dask: scheduler address of an existing cluster, e.g. tcp://10.0.0.5:8786
+
+
+@dataclass(frozen=True)
+class RegionParams:
+    mode: Literal["fixed", "adaptive", "given"]
+    count: int  # fixed: regions per image (36 in the papers)
+    min_count: int  # adaptive: at least this many
+    max_count: int  # adaptive: at most this many; given: the most boxes one image may have (K of the store)
+    conf_thresh: float  # fixed/adaptive: detection confidence a region should reach
+
+
+@dataclass(frozen=True)
+class CompactParams:
+    glimpse: float  # glimpse side as a fraction of the image's longer side
+    input_size: int
+    widths: tuple[int, ...]
+    dim: int
+    epochs: int
+    batch_size: int
+    lr: float
+
+
+@dataclass(frozen=True)
+class ButdParams:
+    checkpoint: (
+        str | None
+    )  # file in paths.feature_inputs: *.pkl (py-bottom-up-attention) or *.pth (bottom-up-attention.pytorch)
+    test_scale: int  # shorter image side after resizing (600 in the reference)
+    max_size: int  # cap of the longer side (1000)
+
+
+@dataclass(frozen=True)
+class ImportParams:
+    tsv_files: tuple[str, ...]  # butd-tsv: files in paths.feature_inputs, in order
+    scan_splits: dict[str, str]  # scan-npy: canonical split -> stem of <stem>_ims.npy in paths.feature_inputs
+
+
+@dataclass(frozen=True)
+class FeaturesParams:
+    extractor: Literal["compact", "butd", "scan-npy", "butd-tsv"]
+    regions: RegionParams
+    shard_size: int  # images per shard (the unit of resumption and of distribution)
+    batch_size: int  # images per forward pass
+    on_bad_image: Literal["fail", "skip"]
+    probe: bool  # train linear probes on the features for every label column of paths.boxes (built-in data)
+    compact: CompactParams
+    butd: ButdParams
+    imported: ImportParams
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int
     device: str  # auto | cpu | cuda | cuda:<index>
     precision: Literal["fp32", "bf16", "fp16"]
     languages: Languages
     paths: Paths
+    runner: RunnerParams
     generate: GenerateParams
     prepare: PrepareParams
+    features: FeaturesParams
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -219,6 +281,9 @@ def _build_dataclass(kind: Any, value: Any, path: str) -> Any:
 
 def _validate(params: Params) -> None:
     """Checks that span more than one value's type: ranges, language codes, split names."""
+    if params.runner.kind == "dask" and not params.runner.address:
+        raise _KeyError("runner.address", "missing: runner kind dask needs a scheduler address (tcp://host:8786)")
+    _check_range("runner.max_workers", params.runner.max_workers, 1, 256)
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", params.device):
         raise _KeyError("device", f"got {params.device!r}, allowed: auto, cpu, cuda, cuda:<index>")
     _validate_languages(params.languages)
@@ -233,12 +298,40 @@ def _validate(params: Params) -> None:
     prepare = params.prepare
     _check_range("prepare.karpathy.captions_per_image", prepare.karpathy.captions_per_image, 1, 20)
     _check_range("prepare.scan.captions_per_image", prepare.scan.captions_per_image, 1, 20)
+    _validate_features(params.features)
     for key, splits in (
         ("prepare.multi30k.splits", prepare.multi30k.splits),
+        ("features.imported.scan_splits", params.features.imported.scan_splits),
         ("prepare.scan.splits", prepare.scan.splits),
         ("prepare.parallel.splits", prepare.parallel.splits),
     ):
         _check_split_names(key, splits)
+
+
+def _validate_features(features: FeaturesParams) -> None:
+    regions = features.regions
+    _check_range("features.regions.count", regions.count, 1, 1000)
+    _check_range("features.regions.min_count", regions.min_count, 1, 1000)
+    lowest = regions.min_count if regions.mode == "adaptive" else 1
+    _check_range("features.regions.max_count", regions.max_count, lowest, 1000)
+    if not 0.0 <= regions.conf_thresh <= 1.0:
+        raise _KeyError("features.regions.conf_thresh", f"got {regions.conf_thresh}, allowed: 0 to 1")
+    _check_range("features.shard_size", features.shard_size, 1, 1_000_000)
+    _check_range("features.batch_size", features.batch_size, 1, 4096)
+    if features.extractor == "compact" and regions.mode != "given":
+        raise _KeyError("features.regions.mode", f"got {regions.mode!r}, allowed with extractor compact: given")
+    if features.extractor == "butd" and not features.butd.checkpoint:
+        raise _KeyError("features.butd.checkpoint", "missing: extractor butd needs a checkpoint file name")
+    if features.extractor == "butd-tsv" and not features.imported.tsv_files:
+        raise _KeyError("features.imported.tsv_files", "empty: extractor butd-tsv needs at least one TSV file")
+    compact = features.compact
+    if not 0.05 <= compact.glimpse <= 1.0:
+        raise _KeyError("features.compact.glimpse", f"got {compact.glimpse}, allowed: 0.05 to 1")
+    _check_range("features.compact.input_size", compact.input_size, 16, 512)
+    _check_range("features.compact.dim", compact.dim, 8, 8192)
+    _check_range("features.compact.epochs", compact.epochs, 1, 1000)
+    if not compact.widths:
+        raise _KeyError("features.compact.widths", "at least one stage width is needed")
 
 
 def _validate_languages(languages: Languages) -> None:

@@ -1,4 +1,8 @@
-"""Device and precision, resolved once at a flow's edge and passed down as values."""
+"""Device and precision: resolved once at a flow's edge, then handed to tasks as plain strings.
+
+Tasks may run in other processes (Dask workers), so they rebuild the torch device and the autocast context
+from those strings with these functions instead of receiving objects that do not pickle.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,11 @@ def resolve_device(name: str) -> torch.device:
                 f"params.yaml: device: {name!r}, but only {torch.cuda.device_count()} CUDA device(s) exist"
             )
     return device
+
+
+def device_name(name: str) -> str:
+    """The concrete device string for ``name`` (``auto`` resolved), to pass to tasks."""
+    return str(resolve_device(name))
 
 
 def autocast(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager[object]:

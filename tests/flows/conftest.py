@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -14,3 +16,38 @@ def prefect_api_url() -> Iterator[str]:
     """Start the harness once (~15 s); the heartbeat thread is off so each flow costs ~0.2 s, not ~1 s."""
     with prefect_test_harness(server_startup_timeout=90), temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield str(PREFECT_API_URL.value())
+
+
+@dataclass(frozen=True)
+class TinyDataset:
+    root: Path
+    params: Path
+    raw: Path
+    prepared: Path
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> TinyDataset:
+    """The generate and prepare flows run once on 6/3/3 images; later stages' tests start from here."""
+    from flows import generate, prepare
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    root = tmp_path_factory.mktemp("tiny")
+    params = write_params(root / "params.yaml", tiny_params_tree())
+    raw, prepared = root / "raw", root / "prepared"
+    generate.main(["--params", str(params), "--out", str(raw)])
+    prepare.main(
+        [
+            "--params",
+            str(params),
+            "--source",
+            str(raw),
+            "--images",
+            str(raw / "images"),
+            "--parallel",
+            str(raw / "parallel"),
+            "--out",
+            str(prepared),
+        ]
+    )
+    return TinyDataset(root, params, raw, prepared)

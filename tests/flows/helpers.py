@@ -13,10 +13,14 @@ TINY_SPLITS = {"train": 6, "val": 3, "test": 3}
 TINY_PAIRS = {"train": 40, "val": 10, "test": 10}
 
 
-def tiny_params_tree(**prepare_changes: Any) -> dict[str, Any]:
+def tiny_params_tree(features: dict[str, Any] | None = None, **prepare_changes: Any) -> dict[str, Any]:
+    """The repository's params with a tiny dataset, a fast compact encoder and small shards."""
     tree = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     tree["generate"].update(image_size=96, splits=TINY_SPLITS, parallel_pairs=TINY_PAIRS)
     tree["prepare"].update(prepare_changes)
+    tree["features"].update(shard_size=4, batch_size=4)
+    tree["features"]["compact"].update(epochs=2, widths=[8, 16], dim=16, input_size=32)
+    tree["features"].update(features or {})
     return tree
 
 

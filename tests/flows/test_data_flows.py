@@ -12,7 +12,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from corpora.prepared import read_prepared
-from flows import generate, prepare
+from flows import prepare
+from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, tiny_params_tree, write_params
 
 
@@ -25,26 +26,8 @@ async def _latest_artifact(key: str) -> object:
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> Path:
-    root = tmp_path_factory.mktemp("pipeline")
-    params = write_params(root / "params.yaml", tiny_params_tree())
-    raw = root / "raw"
-    generate.main(["--params", str(params), "--out", str(raw)])
-    prepare.main(
-        [
-            "--params",
-            str(params),
-            "--source",
-            str(raw),
-            "--images",
-            str(raw / "images"),
-            "--parallel",
-            str(raw / "parallel"),
-            "--out",
-            str(root / "prepared"),
-        ]
-    )
-    return root / "prepared"
+def prepared(tiny_dataset: TinyDataset) -> Path:
+    return tiny_dataset.prepared
 
 
 def test_prepare_writes_all_tables_with_expected_counts(prepared: Path) -> None:

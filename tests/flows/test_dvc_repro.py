@@ -18,7 +18,7 @@ from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
-CODE = ["corpora", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+CODE = ["corpora", "features", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml", "data/raw/feature-inputs"]
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -32,7 +32,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]
     for name in CODE:
         source = REPO / name
         if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         else:
             shutil.copy2(source, tmp_path / name)
     write_params(tmp_path / "params.yaml", tiny_params_tree())
@@ -51,7 +51,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]
 def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, dict[str, str]]) -> None:
     root, env = project
     first = run(["dvc", "repro"], root, env)
-    assert "Running stage 'generate'" in first and "Running stage 'prepare'" in first
+    assert all(f"Running stage '{stage}'" in first for stage in ("generate", "prepare", "features"))
     corpus = read_prepared(root / "data" / "prepared")
     assert corpus.images.num_rows == 12 and set(corpus.images.column("dataset").to_pylist()) == {"synthetic"}
     assert (root / "dvc.lock").is_file()
@@ -60,6 +60,9 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert "Running stage" not in second
     assert "Stage 'generate' didn't change, skipping" in second
     assert "Stage 'prepare' didn't change, skipping" in second
+    assert "Stage 'features' didn't change, skipping" in second
+    metrics = run(["dvc", "metrics", "show", "--json"], root, env)
+    assert "probe" in metrics and "colour" in metrics
 
     write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
     third = run([sys.executable, "-m", "flows.pipeline"], root, env)  # dvc repro, launched as a Prefect flow
@@ -70,7 +73,7 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     runs = asyncio.run(_flow_runs())
     (pipeline_run,) = [run for run in runs if run.name_of_flow == "pipeline"]
     tagged = [run.name_of_flow for run in runs if f"pipeline:{pipeline_run.id}" in run.tags]
-    assert tagged == ["prepare"]
+    assert sorted(tagged) == ["features", "prepare"]  # the dataset name changed images.parquet
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flows.runtime import autocast, resolve_device
+from tasks.runtime import autocast, resolve_device
 
 
 def test_cpu_and_auto_resolve() -> None:

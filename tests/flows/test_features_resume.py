@@ -1,0 +1,88 @@
+"""Kill the features stage mid-extraction (SIGKILL), rerun it: finished shards are kept and the final store is
+byte-identical to that of an uninterrupted run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from corpora.multi30k import Multi30kSplit, read_multi30k
+from corpora.prepared import write_prepared
+from corpora.synthetic import SyntheticConfig, generate
+from tests.flows.helpers import REPO, tiny_params_tree, write_params
+
+pytestmark = pytest.mark.slow
+
+IMAGES = 60
+STORE_FILES = ("regions.npy", "boxes.npy", "index.parquet", "meta.json")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("resume")
+    config = SyntheticConfig(
+        train_images=IMAGES - 10,
+        val_images=5,
+        test_images=5,
+        image_size=64,
+        parallel_train_pairs=1,
+        parallel_val_pairs=1,
+        parallel_test_pairs=1,
+    )
+    generate(config, root / "raw")
+    splits = {split: Multi30kSplit(split, split) for split in ("train", "val", "test")}
+    corpus = read_multi30k(root / "raw", languages=["en"], splits=splits, image_root=root / "raw" / "images")
+    write_prepared(corpus, root / "prepared")
+    tree = tiny_params_tree(features={"shard_size": 1, "batch_size": 1, "probe": False})
+    tree["features"]["compact"].update(epochs=1)
+    write_params(root / "params.yaml", tree)
+    return root
+
+
+def command(root: Path, name: str) -> list[str]:
+    return [
+        sys.executable, "-m", "flows.features", "--params", str(root / "params.yaml"),
+        "--prepared", str(root / "prepared"), "--images", str(root / "raw" / "images"),
+        "--boxes", str(root / "raw" / "objects.parquet"), "--inputs", str(root / "inputs"),
+        "--work", str(root / f"work-{name}"), "--out", str(root / f"store-{name}"),
+        "--metrics", str(root / f"metrics-{name}.json"),
+    ]  # fmt: skip
+
+
+def receipts(root: Path, name: str) -> int:
+    return len(list((root / f"work-{name}").glob("*/done/shard-*.json")))
+
+
+def test_killed_run_resumes_to_the_same_store(dataset: Path, prefect_api_url: str) -> None:
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    subprocess.run(command(dataset, "whole"), cwd=REPO, env=env, check=True, capture_output=True)
+
+    killed = subprocess.Popen(
+        command(dataset, "killed"),
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    while receipts(dataset, "killed") < 5 and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    done_at_kill = receipts(dataset, "killed")
+    assert 5 <= done_at_kill < IMAGES, f"the kill came too late to test resuming ({done_at_kill} shards done)"
+    assert not (dataset / "store-killed").exists()
+
+    resumed = subprocess.run(command(dataset, "killed"), cwd=REPO, env=env, check=True, capture_output=True, text=True)
+    assert resumed.returncode == 0
+    for name in STORE_FILES:
+        whole = (dataset / "store-whole" / name).read_bytes()
+        assert (dataset / "store-killed" / name).read_bytes() == whole, name
+    assert (dataset / "metrics-killed.json").read_bytes() == (dataset / "metrics-whole.json").read_bytes()

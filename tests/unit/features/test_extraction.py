@@ -1,0 +1,123 @@
+"""Shards, receipts, bad-image policies and assembly, with a stand-in extractor whose output is known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from features.extraction import (
+    BadImagesError,
+    ImageJob,
+    ShardLedger,
+    assemble,
+    extract_shard,
+    fingerprint,
+    plan_shards,
+)
+from features.regions import ImageRegions
+from features.store import FeatureStore
+
+
+class MeanColourExtractor:
+    """Each box's feature is the mean RGB inside it plus the box width: easy to check by hand."""
+
+    name, dim, max_regions = "mean-colour", 4, 3
+
+    def extract(self, images: list[np.ndarray], given_boxes: list[np.ndarray] | None = None) -> list[ImageRegions]:
+        assert given_boxes is not None
+        results = []
+        for image, boxes in zip(images, given_boxes, strict=True):
+            rows = [
+                [*image[int(y0) : int(y1), int(x0) : int(x1)].reshape(-1, 3).mean(0), x1 - x0]
+                for x0, y0, x1, y1 in boxes
+            ]
+            results.append(ImageRegions(np.array(rows, np.float32).reshape(-1, 4), boxes.astype(np.float32)))
+        return results
+
+
+def make_jobs(root: Path, count: int) -> list[ImageJob]:
+    jobs = []
+    for index in range(count):
+        path = root / f"im{index}.png"
+        Image.new("RGB", (20, 10), (index * 10, 0, 0)).save(path)
+        boxes = np.array([[0, 0, 10, 10], [5, 0, 20, 10]][: 1 + index % 2], np.float32)
+        jobs.append(ImageJob(f"im{index}", str(path), boxes))
+    return jobs
+
+
+def test_plan_shards_and_fingerprint(tmp_path: Path) -> None:
+    jobs = make_jobs(tmp_path, 5)
+    shards = plan_shards(jobs, 2)
+    assert [len(shard.jobs) for shard in shards] == [2, 2, 1] and shards[2].name == "shard-00002"
+    base = fingerprint(jobs, shard_size=2, extractor={"name": "x"})
+    assert base == fingerprint(jobs, shard_size=2, extractor={"name": "x"})
+    assert base != fingerprint(jobs, shard_size=3, extractor={"name": "x"})
+    assert base != fingerprint(jobs, shard_size=2, extractor={"name": "y"})
+    moved = [*jobs[:-1], ImageJob(jobs[-1].image_id, jobs[-1].path, jobs[-1].boxes + 1)]
+    assert base != fingerprint(moved, shard_size=2, extractor={"name": "x"})
+
+
+def run_all(tmp_path: Path, jobs: list[ImageJob], on_bad_image: str = "fail") -> tuple[ShardLedger, list]:
+    shards = plan_shards(jobs, 2)
+    ledger = ShardLedger(tmp_path / "work", "f" * 64)
+    reports = []
+    for shard in shards:
+        report = extract_shard(
+            shard,
+            MeanColourExtractor(),
+            out_dir=ledger.shard_dir(shard),
+            batch_size=2,
+            on_bad_image=on_bad_image,
+            checkpoint_sha256=None,
+            config={},
+        )  # type: ignore[arg-type]
+        if report.written:
+            ledger.record(shard, report)
+        reports.append(report)
+    return ledger, reports
+
+
+def test_shards_assemble_into_the_expected_store(tmp_path: Path) -> None:
+    jobs = make_jobs(tmp_path, 5)
+    ledger, reports = run_all(tmp_path, jobs)
+    shards = plan_shards(jobs, 2)
+    assert ledger.finished(shards) == shards and sum(report.regions for report in reports) == 7
+    assemble(ledger, shards, tmp_path / "store")
+    store = FeatureStore.open(tmp_path / "store")
+    assert store.image_ids == [f"im{i}" for i in range(5)]
+    features, mask, boxes = store.batch(np.arange(5))
+    assert features.shape == (5, 3, 4) and mask.sum(1).tolist() == [1, 2, 1, 2, 1]
+    np.testing.assert_allclose(features[3, 0], [30, 0, 0, 10])  # mean red of image 3 in box 0, width 10
+    np.testing.assert_allclose(features[3, 1], [30, 0, 0, 15])
+    np.testing.assert_array_equal(boxes[1, 1], [5, 0, 20, 10])
+    assert ledger.report(shards[1]).images == 2
+
+
+def test_bad_images_fail_without_writing_or_skip_with_the_reason(tmp_path: Path) -> None:
+    jobs = make_jobs(tmp_path, 4)
+    Path(jobs[1].path).write_bytes(b"broken")
+    Path(jobs[2].path).unlink()
+    ledger, reports = run_all(tmp_path / "fail", jobs, "fail")
+    assert [report.written for report in reports] == [False, False]
+    assert ledger.finished(plan_shards(jobs, 2)) == []
+    bad = [item for report in reports for item in report.bad]
+    with pytest.raises(BadImagesError, match=r"2 bad image\(s\)") as raised:
+        raise BadImagesError(bad)
+    assert jobs[1].path in str(raised.value) and "missing" in str(raised.value)
+
+    ledger, reports = run_all(tmp_path / "skip", jobs, "skip")
+    assemble(ledger, plan_shards(jobs, 2), tmp_path / "store")
+    store = FeatureStore.open(tmp_path / "store")
+    errors = store.index.column("error").to_pylist()
+    assert errors[0] is None and errors[2] == "missing" and "not a readable image" in errors[1]
+    assert store.num_regions.tolist() == [1, 0, 0, 2]
+
+
+def test_assemble_refuses_unfinished_shards(tmp_path: Path) -> None:
+    jobs = make_jobs(tmp_path, 3)
+    ledger = ShardLedger(tmp_path / "work", "a" * 64)
+    with pytest.raises(RuntimeError, match=r"shards not finished: \['shard-00000', 'shard-00001'\]"):
+        assemble(ledger, plan_shards(jobs, 2), tmp_path / "store")
