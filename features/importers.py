@@ -69,16 +69,7 @@ def import_scan_npy(
             beyond the float16 range (names the image).
     """
     source = _open_scan_array(Path(ims_path), len(image_ids))
-    _, max_regions, dim = source.layout.shape
-    with FeatureStoreWriter(
-        out_dir,
-        image_ids=image_ids,
-        max_regions=max_regions,
-        dim=dim,
-        extractor=extractor,
-        checkpoint_sha256=None,
-        config=_scan_config([source]),
-    ) as writer:
+    with _scan_writer([source], image_ids, out_dir, extractor) as writer:
         _copy_scan_array(source, writer, 0, widths, heights, chunk_rows)
 
 
@@ -115,16 +106,7 @@ def import_scan_splits(
                 f"{sources[0].layout.shape[1:]}"
             )
     image_ids = [image_id for split in splits for image_id in image_ids_by_split[split]]
-    _, max_regions, dim = sources[0].layout.shape
-    with FeatureStoreWriter(
-        out_dir,
-        image_ids=image_ids,
-        max_regions=max_regions,
-        dim=dim,
-        extractor=extractor,
-        checkpoint_sha256=None,
-        config=_scan_config(sources),
-    ) as writer:
+    with _scan_writer(sources, image_ids, out_dir, extractor) as writer:
         start = 0
         for source in sources:
             _copy_scan_array(source, writer, start, None, None, chunk_rows)
@@ -188,6 +170,21 @@ def _copy_scan_array(
             )
         except InputError as error:
             raise InputError(f"{source.path}: {error}") from None
+
+
+def _scan_writer(
+    sources: list[_ScanArray], image_ids: Sequence[str], out_dir: PathLike, extractor: str
+) -> FeatureStoreWriter:
+    _, max_regions, dim = sources[0].layout.shape
+    return FeatureStoreWriter(
+        out_dir,
+        image_ids=image_ids,
+        max_regions=max_regions,
+        dim=dim,
+        extractor=extractor,
+        checkpoint_sha256=None,
+        config=_scan_config(sources),
+    )
 
 
 def _scan_config(sources: list[_ScanArray]) -> dict[str, object]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from features.checkpoints import checkpoint_sha256
 from features.compact import CompactConfig, CompactTraining, weights_sha256
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
 from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, RegionSelection
@@ -23,7 +24,6 @@ from tasks.features import (
     plan_image_jobs,
     probe_features,
     run_shards,
-    sha256_of,
     train_compact_encoder,
     write_metrics,
 )
@@ -61,7 +61,7 @@ def features(
     boxes = paths.boxes if params.regions.mode == "given" else None
     jobs = plan_image_jobs(paths.prepared, paths.images, boxes)
     spec = _extractor_spec(params, paths, seed, device, precision)
-    checkpoint_sha = weights_sha256(spec.checkpoint) if spec.kind == "compact" else sha256_of(spec.checkpoint)
+    checkpoint_sha = weights_sha256(spec.checkpoint) if spec.kind == "compact" else checkpoint_sha256(spec.checkpoint)
     description: dict[str, object] = {
         "extractor": spec.kind,
         "checkpoint_sha256": checkpoint_sha,

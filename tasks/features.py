@@ -26,7 +26,7 @@ from corpora.io import InputError, atomic_path, write_text
 from corpora.tables import read_images
 from features.boxes import read_given_boxes
 from features.butd_extractor import BUTDExtractor
-from features.checkpoints import load_detector
+from features.checkpoints import checkpoint_sha256, load_detector
 from features.compact import (
     CompactConfig,
     CompactExtractor,
@@ -69,14 +69,6 @@ def build_extractor(spec: ExtractorSpec) -> RegionExtractor:
     return BUTDExtractor(model, spec.selection, device, autocast=functools.partial(autocast, device, spec.precision))
 
 
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @task(cache_policy=NO_CACHE, persist_result=False)
 def plan_image_jobs(prepared: str, images_root: str, boxes_path: str | None) -> list[ImageJob]:
     """One job per prepared image, in images.parquet order, with its given boxes when a boxes file is used."""
@@ -102,7 +94,7 @@ def train_compact_encoder(
         raise InputError(f"{boxes_path}: the compact encoder trains on `label` and `attributes` columns; none found")
     key = hashlib.sha256(
         json.dumps(
-            [asdict(config), asdict(training), sha256_of(boxes_path), train.column("image_id").to_pylist()]
+            [asdict(config), asdict(training), checkpoint_sha256(boxes_path), train.column("image_id").to_pylist()]
         ).encode()
     ).hexdigest()[:16]
     checkpoint = Path(work) / "compact" / f"encoder-{key}.pt"
