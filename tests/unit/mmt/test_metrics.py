@@ -1,0 +1,85 @@
+"""MT metrics on hand-computable cases and against sacreBLEU's own API."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sacrebleu
+
+from mmt.metrics import bleu_corpus_tokenized, translation_scores
+
+
+def test_identical_text_scores_100() -> None:
+    sentences = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee!"]
+    scores = translation_scores(sentences, sentences, "de")
+    assert scores["bleu"] == pytest.approx(100.0)
+    assert scores["sacrebleu"] == pytest.approx(100.0)
+    assert scores["chrf"] == pytest.approx(100.0)
+
+
+def test_bleu_matches_a_hand_computation() -> None:
+    # One substitution in ten words: n-gram precisions 9/10, 7/9, 5/8, 3/7; equal lengths, so no brevity penalty.
+    hyp = "a man is riding a red bike on the road"
+    ref = "a man is riding a blue bike on the road"
+    expected = 100 * math.exp((math.log(9 / 10) + math.log(7 / 9) + math.log(5 / 8) + math.log(3 / 7)) / 4)
+    assert bleu_corpus_tokenized([hyp], [ref]) == pytest.approx(expected)
+    scores = translation_scores([hyp], [ref], "en")
+    assert scores["bleu"] == pytest.approx(expected)
+    assert scores["sacrebleu"] == pytest.approx(expected)
+
+
+def test_detokenised_scores_match_sacrebleu() -> None:
+    hyps = ["The Dog runs through the snow.", "A woman, smiling, reads a book!"]
+    refs = ["A dog runs through the snow.", "A smiling woman reads a book."]
+    scores = translation_scores(hyps, refs, "en")
+    assert scores["sacrebleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    lowered_tokenised = sacrebleu.corpus_bleu(
+        ["the dog runs through the snow .", "a woman , smiling , reads a book !"],
+        [["a dog runs through the snow .", "a smiling woman reads a book ."]],
+        tokenize="none",
+    ).score
+    assert scores["bleu"] == pytest.approx(lowered_tokenised)
+
+
+def test_case_changes_cased_scores_only() -> None:
+    refs = ["A man rides a horse on the beach."]
+    scores = translation_scores(["a MAN rides a horse on the BEACH."], refs, "en")
+    assert scores["bleu"] == pytest.approx(100.0)
+    assert scores["sacrebleu"] < 60.0
+    assert scores["chrf"] < 100.0
+
+
+def test_hyphenated_words_are_scored_whole() -> None:
+    # Multi30K's tok references keep "t-shirt" whole; a hyphen split on one side only must not leak in.
+    assert bleu_corpus_tokenized(["a man in a t-shirt ."], ["a man in a t-shirt ."]) == pytest.approx(100.0)
+    scores = translation_scores(["Ein Mann im T-Shirt."], ["ein mann im t-shirt ."], "de")
+    assert scores["bleu"] == pytest.approx(100.0)
+
+
+def test_tokenised_text_is_split_on_spaces_only() -> None:
+    # multi-bleu.perl does not re-tokenise; a 13a pass would split "black/white" and hide the difference.
+    assert bleu_corpus_tokenized(["a black/white dog runs ."], ["a black / white dog runs ."]) < 100.0
+
+
+def test_moses_escapes_in_references_are_undone() -> None:
+    refs = ["a man &apos;s hat is &quot; red &quot; &amp; blue ."]
+    assert bleu_corpus_tokenized(['a man \'s hat is " red " & blue .'], refs) == pytest.approx(100.0)
+    # Only one level is undone: an escaped escape stays literal text.
+    assert bleu_corpus_tokenized(["a b c d &apos;"], ["a b c d &amp;apos;"]) < 100.0
+
+
+def test_meteor_is_reported_as_not_computed() -> None:
+    scores = translation_scores(["a dog ."], ["a dog ."], "en")
+    assert scores["meteor"] is None
+    assert "METEOR 1.5" in str(scores["meteor_note"])
+
+
+def test_count_mismatch_names_both_counts() -> None:
+    with pytest.raises(ValueError, match="3 hypotheses but 2 references"):
+        translation_scores(["a", "b", "c"], ["a", "b"], "en")
+    with pytest.raises(ValueError, match="1 hypotheses but 0 references"):
+        bleu_corpus_tokenized(["a"], [])
+    with pytest.raises(ValueError, match="no hypotheses"):
+        translation_scores([], [], "en")
