@@ -1,0 +1,105 @@
+"""Saving and loading :class:`~mmt.model.RegionalMMT` checkpoints (``pretrain.pt``, ``finetune.pt``).
+
+A checkpoint is a plain dict ``{"config": asdict(MMTConfig), "state_dict": ..., "extra": ...}`` that
+``torch.load(weights_only=True)`` reads, so loading a file from elsewhere never runs pickled code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, fields
+from typing import Any
+
+import torch
+
+from corpora.io import InputError, atomic_path
+from mmt.model import MMTConfig, RegionalMMT
+
+PathLike = str | os.PathLike[str]
+# Fine-tuning starts the visual part afresh: text-only pre-training never reads the region projection.
+VISUAL_PREFIXES = ("region_proj.",)
+# Config fields a pre-trained model must share with the model it goes into (dropout, region_dim, max_len may differ).
+MUST_MATCH = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "pad_id", "unk_id", "bos_id", "eos_id")
+
+
+def save_mmt(path: PathLike, model: RegionalMMT, *, extra: dict[str, Any]) -> None:
+    """Write the weights, the config and ``extra`` (plain values: numbers, strings, lists, dicts) atomically."""
+    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    with atomic_path(path) as tmp:
+        torch.save({"config": asdict(model.config), "state_dict": state, "extra": dict(extra)}, tmp)
+
+
+def read_checkpoint(path: PathLike, *, device: torch.device) -> dict[str, Any]:
+    """The checkpoint dict with its tensors on ``device``.
+
+    Raises:
+        InputError: a missing file, or one that is not an MMT checkpoint (names the file and what is wrong).
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: MMT checkpoint not found")
+    try:
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    except Exception as error:  # torch raises several kinds for a file of another format
+        raise InputError(f"{path}: not a readable MMT checkpoint ({error})") from error
+    if not isinstance(checkpoint, dict) or not {"config", "state_dict", "extra"} <= checkpoint.keys():
+        raise InputError(f"{path}: not an MMT checkpoint (expected the keys config, state_dict and extra)")
+    return checkpoint
+
+
+def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> MMTConfig:
+    """The :class:`MMTConfig` stored in ``checkpoint``; unknown or missing fields name the file."""
+    stored = dict(checkpoint["config"])
+    known = {field.name for field in fields(MMTConfig)}
+    unknown = sorted(set(stored) - known)
+    if unknown:
+        raise InputError(f"{path}: config fields {unknown} are unknown to MMTConfig")
+    try:
+        return MMTConfig(**stored)
+    except (TypeError, ValueError) as error:
+        raise InputError(f"{path}: invalid MMT config ({error})") from error
+
+
+def load_mmt(path: PathLike, *, device: torch.device) -> tuple[RegionalMMT, dict[str, Any]]:
+    """Rebuild the saved model on ``device`` in eval mode; returns it with the checkpoint's ``extra``."""
+    checkpoint = read_checkpoint(path, device=device)
+    model = RegionalMMT(checkpoint_config(path, checkpoint))
+    model.load_state_dict(checkpoint["state_dict"])
+    return model.to(device).eval(), checkpoint["extra"]
+
+
+def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
+    """Copy a (text-only) pre-trained checkpoint into ``model`` for fine-tuning with regions.
+
+    Every weight is copied except the visual projection, which keeps ``model``'s fresh initialisation
+    (its size may differ, and text-only training never updates it).
+
+    Returns:
+        The parameter names left as they were (the visual projection), sorted.
+
+    Raises:
+        InputError: the checkpoint is of another configuration: every differing config field of
+            ``MUST_MATCH``, every key missing on either side and every shape that differs is listed.
+    """
+    device = next(model.parameters()).device
+    checkpoint = read_checkpoint(path, device=device)
+    theirs, ours = asdict(checkpoint_config(path, checkpoint)), asdict(model.config)
+    stored, own = checkpoint["state_dict"], model.state_dict()
+    skipped = sorted(name for name in own if name.startswith(VISUAL_PREFIXES))
+    wanted = {name: tensor for name, tensor in own.items() if name not in skipped}
+    given = {name: tensor for name, tensor in stored.items() if not name.startswith(VISUAL_PREFIXES)}
+    problems = [
+        f"config {name}: checkpoint {theirs[name]}, model {ours[name]}"
+        for name in MUST_MATCH
+        if theirs[name] != ours[name]
+    ]
+    problems += [f"missing in the checkpoint: {name}" for name in sorted(wanted.keys() - given.keys())]
+    problems += [f"not in the model: {name}" for name in sorted(given.keys() - wanted.keys())]
+    problems += [
+        f"{name}: checkpoint {tuple(given[name].shape)}, model {tuple(tensor.shape)}"
+        for name, tensor in sorted(wanted.items())
+        if name in given and given[name].shape != tensor.shape
+    ]
+    if problems:
+        raise InputError(f"{path}: the checkpoint does not fit this model's config:\n  " + "\n  ".join(problems))
+    model.load_state_dict({**own, **given})
+    return skipped

@@ -1,0 +1,357 @@
+"""Regionally-attended multimodal NMT (Huang et al. 2020, section 3.1): ``MMTConfig`` and ``RegionalMMT``.
+
+The source sentence x = [x_1..x_N] is paired with each of the K region features v_k of its image to form K
+*multimodal threads* u_k = [v_k, x_1..x_N]. One shared Bi-LSTM encodes every thread into states s_{j,k},
+j = 1..N+1. The LSTM decoder starts from the mean over threads of the last encoder states and attends with the
+*factorized local attention* of Eq. 2-4:
+
+    a_{ij|k} = softmax_j score(h_i, s_{j,k})          attention inside thread k (padded tokens masked)
+    a_{ik}   = softmax_k score(h_i, mean_j s_{j,k})   attention over threads (padded regions masked)
+    a_{ij}   = a_{ij|k} a_{ik},  c_i = sum_j sum_k a_{ij} s_{j,k}
+    h~_i     = tanh(W_c [c_i; h_i])                    Eq. 1
+    p(y_i | y_<i, x, v) = softmax(W_o h~_i)            Eq. 5
+
+Text-only mode (``regions=None``, used for pre-training and as the text-only MT system) encodes ONE thread
+u = [x_1..x_N] without the visual token; a_{ik} is then 1 and the model is a Luong-style attentive NMT.
+
+Choices the paper leaves open (nmtpytorch / Luong et al. 2015 conventions unless said otherwise):
+- score(h, s) = h^T W s ("general" bilinear score, Luong 2015), one W for tokens and one for threads; the keys
+  W s are computed once per sentence so a decoding step is two batched matrix products.
+- "Last" encoder state of a thread: the forward direction at the thread's true last position (padding aside)
+  and the backward direction at position 1 (where it ends), concatenated; the mean over valid threads goes
+  through a linear layer + tanh to give every decoder layer's initial hidden state; initial cells are zero.
+- Input feeding (Luong 2015): the decoder LSTM reads [embedding(y_{i-1}); h~_{i-1}], with h~_0 = 0.
+- Dropout (one rate) on source/target embeddings and projected regions, on encoder states and on h~ before W_o.
+- Region features are L2-normalised before their linear projection (nmtpytorch's recommendation).
+- W_o has a bias; W_c and the attention matrices have none.
+- Generation never emits PAD or BOS: :meth:`RegionalMMT.decode_step` masks them before the softmax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+@dataclass(frozen=True)
+class MMTConfig:
+    """Sizes and special ids of a :class:`RegionalMMT`.
+
+    Attributes:
+        src_vocab: Source vocabulary size (ids 0..src_vocab-1).
+        tgt_vocab: Target vocabulary size.
+        emb_dim: Word embedding size; regions are projected to it too (nmtpytorch-like 256).
+        hidden: LSTM size of the encoder (per direction) and of the decoder (nmtpytorch-like 512).
+        region_dim: Size D of a region feature (2048 for bottom-up features, section 4.2).
+        dropout: Dropout rate on embeddings, encoder states and the attentional state.
+        layers: LSTM layers of the encoder and of the decoder.
+        pad_id, unk_id, bos_id, eos_id: Special token ids, shared by both vocabularies.
+        max_len: Longest sentence in tokens (the paper truncates at 100); also the decoding limit callers use.
+    """
+
+    src_vocab: int
+    tgt_vocab: int
+    emb_dim: int = 256
+    hidden: int = 512
+    region_dim: int = 2048
+    dropout: float = 0.3
+    layers: int = 1
+    pad_id: int = 0
+    unk_id: int = 1
+    bos_id: int = 2
+    eos_id: int = 3
+    max_len: int = 100
+
+    def __post_init__(self) -> None:
+        sizes = {name: getattr(self, name) for name in ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "region_dim")}
+        small = {name: size for name, size in sizes.items() if size < 1}
+        if small or self.layers < 1 or self.max_len < 1:
+            raise ValueError(f"MMTConfig: sizes, layers and max_len must be at least 1, got {self}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"MMTConfig: dropout must be in [0, 1), got {self.dropout}")
+        special = (self.pad_id, self.unk_id, self.bos_id, self.eos_id)
+        if len(set(special)) != 4 or min(special) < 0 or max(special) >= min(self.src_vocab, self.tgt_vocab):
+            raise ValueError(f"MMTConfig: special ids {special} must be distinct and inside both vocabularies")
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """The encoder input of B sentences.
+
+    Attributes:
+        src: (B, N) int64 source ids, right-padded with PAD.
+        regions: (B, K, D) region features (any float dtype), or None for text-only.
+        region_mask: (B, K) bool, True for valid regions; None for text-only.
+    """
+
+    src: torch.Tensor
+    regions: torch.Tensor | None = None
+    region_mask: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+def pad_ids(sequences: Sequence[Sequence[int]], *, pad_id: int, device: torch.device) -> torch.Tensor:
+    """(B, max length) int64 tensor of ``sequences``, right-padded with ``pad_id``."""
+    width = max((len(ids) for ids in sequences), default=0)
+    padded = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    for row, ids in enumerate(sequences):
+        padded[row, : len(ids)] = ids
+    return torch.from_numpy(padded).to(device)
+
+
+def source_batch(
+    src_ids: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    device: torch.device,
+    regions: np.ndarray | torch.Tensor | None = None,
+    region_mask: np.ndarray | torch.Tensor | None = None,
+) -> SourceBatch:
+    """Pad ``src_ids`` and move everything to ``device`` (regions keep their dtype, e.g. float16)."""
+    if (regions is None) != (region_mask is None):
+        raise ValueError("regions and region_mask go together: give both or neither")
+    src = pad_ids(src_ids, pad_id=pad_id, device=device)
+    if regions is None or region_mask is None:
+        return SourceBatch(src)
+    return SourceBatch(src, torch.as_tensor(regions).to(device), torch.as_tensor(region_mask).to(device))
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Encoder output reused by every decoding step (B sentences, K threads, T = thread length).
+
+    Attributes:
+        states: (B, K, T, 2H) s_{j,k}; zeros on padded tokens and padded threads.
+        token_keys: (B, K, T, H) W_a s_{j,k}, the keys of a_{ij|k}.
+        thread_keys: (B, K, H) W_r mean_j s_{j,k}, the keys of a_{ik}.
+        token_mask: (B, T) bool, True for the valid positions (the same in every thread of a sentence).
+        thread_mask: (B, K) bool, True for valid threads (all True in text-only mode, where K = 1).
+        init: (L, B, H) initial decoder hidden state of each layer.
+    """
+
+    states: torch.Tensor
+    token_keys: torch.Tensor
+    thread_keys: torch.Tensor
+    token_mask: torch.Tensor
+    thread_mask: torch.Tensor
+    init: torch.Tensor
+
+
+@dataclass(frozen=True)
+class DecoderState:
+    """Recurrent decoder state of R rows (R = B x rows per sentence, sentence-major).
+
+    Attributes:
+        hidden: (L, R, H) LSTM hidden states h_i per layer.
+        cell: (L, R, H) LSTM cells per layer.
+        feed: (R, H) the previous attentional state h~_{i-1} (input feeding).
+    """
+
+    hidden: torch.Tensor
+    cell: torch.Tensor
+    feed: torch.Tensor
+
+    def select(self, rows: torch.Tensor) -> DecoderState:
+        """The state of ``rows`` (R',) int64, in that order (beam search reorders hypotheses with it)."""
+        return DecoderState(self.hidden[:, rows], self.cell[:, rows], self.feed[rows])
+
+
+class RegionalMMT(nn.Module):
+    """Bi-LSTM encoder over K multimodal threads + LSTM decoder with factorized local attention (section 3.1)."""
+
+    def __init__(self, config: MMTConfig) -> None:
+        super().__init__()
+        self.config = config
+        emb, hidden, layers = config.emb_dim, config.hidden, config.layers
+        self.src_embedding = nn.Embedding(config.src_vocab, emb, padding_idx=config.pad_id)
+        self.tgt_embedding = nn.Embedding(config.tgt_vocab, emb, padding_idx=config.pad_id)
+        self.region_proj = nn.Linear(config.region_dim, emb)  # v_k -> word-embedding space
+        self.encoder = nn.LSTM(
+            emb, hidden, num_layers=layers, bidirectional=True, batch_first=True, dropout=config.dropout * (layers > 1)
+        )
+        self.init_proj = nn.Linear(2 * hidden, layers * hidden)  # mean of last states -> decoder h_0
+        self.decoder = nn.ModuleList(
+            [nn.LSTMCell(emb + hidden if layer == 0 else hidden, hidden) for layer in range(layers)]
+        )
+        self.token_att = nn.Linear(2 * hidden, hidden, bias=False)  # W_a of score(h_i, s_{j,k})
+        self.thread_att = nn.Linear(2 * hidden, hidden, bias=False)  # W_r of score(h_i, mean_j s_{j,k})
+        self.combine = nn.Linear(2 * hidden + hidden, hidden, bias=False)  # W_c of Eq. 1
+        self.output = nn.Linear(hidden, config.tgt_vocab)  # W_o of Eq. 5
+        self.dropout = nn.Dropout(config.dropout)
+        banned = torch.zeros(config.tgt_vocab, dtype=torch.bool)
+        banned[[config.pad_id, config.bos_id]] = True  # never generated
+        self.banned: torch.Tensor
+        self.register_buffer("banned", banned, persistent=False)  # not in checkpoints: it follows from the config
+
+    def encode(self, batch: SourceBatch) -> Encoded:
+        """Encode the K threads of every sentence (one thread without visual token in text-only mode).
+
+        Args:
+            batch: src (B, N) right-padded ids; regions (B, K, D) and region_mask (B, K), or both None.
+
+        Returns:
+            The :class:`Encoded` structure the decoder attends to, with T = N + 1 (regional) or N (text-only).
+
+        Raises:
+            ValueError: an empty sentence in text-only mode, or an image without any valid region.
+        """
+        src, pad = batch.src, self.config.pad_id
+        lengths = (src != pad).sum(dim=1)  # (B,) true sentence lengths; PAD only at the end
+        words = self.dropout(self.src_embedding(src))  # (B, N, E)
+        if batch.regions is None or batch.region_mask is None:
+            if bool((lengths == 0).any()):
+                raise ValueError("text-only MMT cannot encode an empty source sentence")
+            threads = words[:, None]  # (B, 1, N, E)
+            thread_mask = torch.ones(src.size(0), 1, dtype=torch.bool, device=src.device)
+        else:
+            thread_mask = batch.region_mask.to(torch.bool)
+            if not bool(thread_mask.any(dim=1).all()):
+                raise ValueError("every image needs at least one valid region (region_mask all False in a row)")
+            # nmtpytorch (Caglayan et al. 2018): L2-normalise each region feature before projecting it.
+            regions = F.normalize(batch.regions.to(self.region_proj.weight.dtype), dim=-1)
+            visual = self.dropout(self.region_proj(regions))  # (B, K, E)
+            count = thread_mask.size(1)
+            text = words[:, None].expand(-1, count, -1, -1)  # (B, K, N, E)
+            threads = torch.cat([visual[:, :, None].to(text.dtype), text], dim=2)  # (B, K, N+1, E)
+            lengths = lengths + 1
+        states = self._run_threads(threads, lengths, thread_mask)  # (B, K, T, 2H)
+        token_mask = torch.arange(states.size(2), device=src.device) < lengths[:, None]  # (B, T)
+        return self._encoded(states, token_mask, thread_mask, lengths)
+
+    def _run_threads(self, threads: torch.Tensor, lengths: torch.Tensor, thread_mask: torch.Tensor) -> torch.Tensor:
+        """(B, K, T, 2H) Bi-LSTM states of the valid threads (packed: padding never enters), zeros elsewhere."""
+        batch, count, width, emb = threads.shape
+        valid = thread_mask.reshape(-1)  # (B*K,)
+        flat = threads.reshape(batch * count, width, emb)[valid]  # (V, T, E) valid threads only
+        flat_lengths = lengths.repeat_interleave(count)[valid].cpu()  # pack_padded_sequence wants CPU lengths
+        packed = pack_padded_sequence(flat, flat_lengths, batch_first=True, enforce_sorted=False)
+        output, _ = self.encoder(packed)
+        encoded, _ = pad_packed_sequence(output, batch_first=True, total_length=width)  # (V, T, 2H), zeros in padding
+        states = encoded.new_zeros(batch * count, width, encoded.size(-1))
+        states[valid] = encoded
+        return self.dropout(states.view(batch, count, width, -1))  # (B, K, T, 2H)
+
+    def _encoded(
+        self, states: torch.Tensor, token_mask: torch.Tensor, thread_mask: torch.Tensor, lengths: torch.Tensor
+    ) -> Encoded:
+        """Attention keys and the initial decoder state from the thread states."""
+        batch, count, _, both = states.shape
+        hidden = both // 2
+        last = (lengths - 1).view(batch, 1, 1, 1).expand(-1, count, 1, hidden)  # (B, K, 1, H)
+        forward_last = states[..., :hidden].gather(2, last).squeeze(2)  # (B, K, H) at each thread's last token
+        backward_first = states[:, :, 0, hidden:]  # (B, K, H) the backward LSTM ends at position 1
+        weights = thread_mask.to(states.dtype)[..., None]  # (B, K, 1)
+        final = (torch.cat([forward_last, backward_first], dim=-1) * weights).sum(1) / weights.sum(1)  # (B, 2H)
+        init = torch.tanh(self.init_proj(final)).view(batch, self.config.layers, hidden).transpose(0, 1)  # (L, B, H)
+        thread_means = states.sum(dim=2) / lengths.view(batch, 1, 1).to(states.dtype)  # (B, K, 2H)
+        return Encoded(
+            states=states,
+            token_keys=self.token_att(states),
+            thread_keys=self.thread_att(thread_means),
+            token_mask=token_mask,
+            thread_mask=thread_mask,
+            init=init.contiguous(),
+        )
+
+    def attend(self, encoded: Encoded, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Factorized local attention (Eq. 2-4) of R decoder states per sentence.
+
+        Args:
+            encoded: B sentences.
+            query: (B, R, H) decoder states h_i (R = 1 in training, the beam size in beam search).
+
+        Returns:
+            context: (B, R, 2H) c_i.
+            weights: (B, R, K, T) a_{ij} = a_{ij|k} a_{ik}; sums to 1 over (k, j), 0 on padding.
+        """
+        batch, count, width, hidden = encoded.token_keys.shape
+        rows = query.size(1)
+        keys = encoded.token_keys.reshape(batch, count * width, hidden)  # (B, K*T, H)
+        token_scores = torch.bmm(query, keys.transpose(1, 2)).view(batch, rows, count, width)  # (B, R, K, T)
+        token_scores = token_scores.masked_fill(~encoded.token_mask[:, None, None, :], float("-inf"))
+        in_thread = torch.softmax(_at_least_float32(token_scores), dim=-1)  # a_{ij|k}
+        thread_scores = torch.bmm(query, encoded.thread_keys.transpose(1, 2))  # (B, R, K)
+        thread_scores = thread_scores.masked_fill(~encoded.thread_mask[:, None, :], float("-inf"))
+        over_threads = torch.softmax(_at_least_float32(thread_scores), dim=-1)  # a_{ik}
+        weights = (in_thread * over_threads[..., None]).to(query.dtype)  # (B, R, K, T) a_{ij}
+        states = encoded.states.reshape(batch, count * width, -1)  # (B, K*T, 2H)
+        context = torch.bmm(weights.view(batch, rows, count * width), states.to(query.dtype))  # (B, R, 2H)
+        return context, weights
+
+    def initial_state(self, encoded: Encoded, rows_per_sentence: int = 1) -> DecoderState:
+        """Decoder state before the first target token, repeated ``rows_per_sentence`` times per sentence."""
+        hidden = encoded.init.repeat_interleave(rows_per_sentence, dim=1)  # (L, B*R, H)
+        return DecoderState(hidden, torch.zeros_like(hidden), hidden.new_zeros(hidden.shape[1:]))
+
+    def step(self, encoded: Encoded, previous: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
+        """One decoder step of B x R rows: logits of y_i given y_{i-1} (teacher forcing or search).
+
+        Args:
+            encoded: B sentences.
+            previous: (B*R,) int64 previous target tokens y_{i-1} (BOS first), sentence-major rows.
+            state: The rows' decoder state.
+
+        Returns:
+            logits: (B*R, V_tgt) unnormalised scores W_o h~_i.
+            state: The updated state.
+        """
+        layer_input = torch.cat([self.dropout(self.tgt_embedding(previous)), state.feed], dim=-1)  # (B*R, E+H)
+        hiddens, cells = [], []
+        for layer, cell in enumerate(self.decoder):
+            hidden, memory = cell(layer_input, (state.hidden[layer], state.cell[layer]))
+            hiddens.append(hidden)
+            cells.append(memory)
+            layer_input = self.dropout(hidden)
+        batch = encoded.states.size(0)
+        top = hiddens[-1]  # (B*R, H) h_i
+        context, _ = self.attend(encoded, top.view(batch, -1, top.size(-1)))  # (B, R, 2H)
+        attentional = torch.tanh(self.combine(torch.cat([context.reshape(top.size(0), -1), top], dim=-1)))  # h~_i
+        logits = self.output(self.dropout(attentional))
+        return logits, DecoderState(torch.stack(hiddens), torch.stack(cells), attentional)
+
+    def decode_step(
+        self, encoded: Encoded, previous: torch.Tensor, state: DecoderState
+    ) -> tuple[torch.Tensor, DecoderState]:
+        """One generation step: log-probabilities (float32, or float64 for a float64 model), PAD and BOS at -inf.
+
+        Args:
+            encoded, previous, state: As for :meth:`step`.
+
+        Returns:
+            log_probs: (B*R, V_tgt) log p(y_i | y_<i, x, v), renormalised over the tokens that may be generated.
+            state: The updated state.
+        """
+        logits, state = self.step(encoded, previous, state)
+        logits = _at_least_float32(logits).masked_fill(self.banned, float("-inf"))
+        return torch.log_softmax(logits, dim=-1), state
+
+    def forward(self, batch: SourceBatch, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits.
+
+        Args:
+            batch: B source sentences (and regions).
+            tgt_in: (B, M) int64 decoder inputs: BOS followed by the target without its last token.
+
+        Returns:
+            (B, M, V_tgt) logits of y_1..y_M.
+        """
+        encoded = self.encode(batch)
+        state = self.initial_state(encoded)
+        logits = []
+        for position in range(tgt_in.size(1)):
+            step_logits, state = self.step(encoded, tgt_in[:, position], state)
+            logits.append(step_logits)
+        return torch.stack(logits, dim=1)  # (B, M, V)
+
+
+def _at_least_float32(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax inputs in float32 under fp16/bf16 autocast; float32 and float64 stay as they are."""
+    return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores

@@ -1,0 +1,300 @@
+"""Training of :class:`~mmt.model.RegionalMMT` by maximum likelihood (Eq. 6) with early stopping.
+
+One function, :func:`fit`, serves both phases of section 4.2: text-only pre-training (``regions=None``) and
+fine-tuning with region features (``regions`` = a FeatureStore or anything with its ``batch`` method).
+Conventions (nmtpytorch TRAIN_DEFAULTS): Adam 4e-4, gradient-norm clipping at 5, batches of 32 sentences,
+validation at every epoch end (or every ``eval_every`` batches), early stopping after ``patience``
+validations without improvement, best weights restored at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mmt.beam import evaluating
+from mmt.checkpoint import read_checkpoint, save_mmt
+from mmt.model import MMTConfig, RegionalMMT, SourceBatch, pad_ids, source_batch
+
+logger = logging.getLogger(__name__)
+
+AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training pair.
+
+    Attributes:
+        src_ids: Source token ids (no BOS/EOS).
+        tgt_ids: Target token ids, ending with EOS.
+        image_row: Row of the image in the region store; None for text-only data.
+    """
+
+    src_ids: tuple[int, ...]
+    tgt_ids: tuple[int, ...]
+    image_row: int | None = None
+
+
+class RegionLookup(Protocol):
+    """Region features by image row (:class:`features.store.FeatureStore` is one)."""
+
+    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, K, D) features, (B, K) bool mask of valid regions, (B, K, 4) boxes."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings (defaults: nmtpytorch TRAIN_DEFAULTS).
+
+    Attributes:
+        epochs: Most passes over the training data.
+        batch_size: Sentences per batch.
+        lr: Adam learning rate.
+        clip: Largest gradient L2 norm (clip_grad_norm_).
+        patience: Validations without improvement before training stops.
+        eval_every: Validate every this many batches; 0 = at the end of every epoch.
+        sort_chunk: Batches per length-sorted chunk (sentences of similar length share a batch; the chunks and
+            the batch order are shuffled, deterministically from ``seed``).
+        seed: Seeds the batch order and torch's global generator (dropout).
+    """
+
+    epochs: int = 100
+    batch_size: int = 32
+    lr: float = 4e-4
+    clip: float = 5.0
+    patience: int = 20
+    eval_every: int = 0
+    sort_chunk: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.epochs, self.batch_size, self.patience, self.sort_chunk) < 1 or self.eval_every < 0:
+            raise ValueError(f"TrainConfig: epochs, batch_size, patience, sort_chunk >= 1, eval_every >= 0: {self}")
+        if self.lr <= 0 or self.clip <= 0:
+            raise ValueError(f"TrainConfig: lr and clip must be positive, got {self.lr} and {self.clip}")
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of :func:`fit`.
+
+    Attributes:
+        best_score: Best validation score (the weights now in the model and in the checkpoint).
+        best_step: Batch count at which it was reached.
+        history: One record per validation: step, epoch, loss (mean training loss since the previous
+            validation) and score.
+    """
+
+    best_score: float
+    best_step: int
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def check_examples(examples: Sequence[Example], config: MMTConfig, *, with_regions: bool) -> None:
+    """Reject examples the model cannot train on; the message names the first bad example's index.
+
+    Raises:
+        ValueError: no examples, a target not ending with EOS, a sentence over ``config.max_len`` tokens, an
+            id outside its vocabulary, an empty text-only source, or a missing image row when regions are used.
+    """
+    if not examples:
+        raise ValueError("no training examples")
+    for index, example in enumerate(examples):
+        src, tgt = example.src_ids, example.tgt_ids
+        problem = None
+        if not tgt or tgt[-1] != config.eos_id:
+            problem = f"the target must end with EOS ({config.eos_id})"
+        elif max(len(src), len(tgt)) > config.max_len:
+            problem = f"longer than max_len={config.max_len} tokens"
+        elif any(not 0 <= i < config.src_vocab for i in src) or any(not 0 <= i < config.tgt_vocab for i in tgt):
+            problem = "a token id outside the vocabulary"
+        elif with_regions and example.image_row is None:
+            problem = "no image_row, but training uses regions"
+        elif not with_regions and not src:
+            problem = "an empty source sentence (text-only)"
+        if problem:
+            raise ValueError(f"training example {index}: {problem}: {example}")
+
+
+def length_batches(
+    examples: Sequence[Example], *, batch_size: int, sort_chunk: int, rng: np.random.Generator
+) -> list[list[int]]:
+    """One epoch of batches (example indices): shuffle, sort chunks of ``sort_chunk`` batches by length, cut."""
+    order = rng.permutation(len(examples)).tolist()
+    chunk = batch_size * sort_chunk
+    batches: list[list[int]] = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: (len(examples[i].src_ids), len(examples[i].tgt_ids)))
+        batches += [part[first : first + batch_size] for first in range(0, len(part), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def collate(
+    examples: Sequence[Example],
+    indices: Sequence[int],
+    *,
+    regions: RegionLookup | None,
+    config: MMTConfig,
+    device: torch.device,
+) -> tuple[SourceBatch, torch.Tensor, torch.Tensor]:
+    """A teacher-forcing batch.
+
+    Returns:
+        batch: Sources (B, N) and, with ``regions``, their (B, K, D) features and (B, K) mask.
+        tgt_in: (B, M) decoder inputs, BOS + target without its final EOS, PAD-padded.
+        tgt_out: (B, M) the targets y_1..y_M (EOS last), PAD-padded.
+    """
+    chosen = [examples[i] for i in indices]
+    features = mask = None
+    if regions is not None:
+        features, mask, _ = regions.batch(np.array([example.image_row for example in chosen], dtype=np.int64))
+    batch = source_batch(
+        [example.src_ids for example in chosen], pad_id=config.pad_id, device=device, regions=features, region_mask=mask
+    )
+    tgt_in = pad_ids(
+        [(config.bos_id, *example.tgt_ids[:-1]) for example in chosen], pad_id=config.pad_id, device=device
+    )
+    tgt_out = pad_ids([example.tgt_ids for example in chosen], pad_id=config.pad_id, device=device)
+    return batch, tgt_in, tgt_out
+
+
+def mmt_loss(model: RegionalMMT, batch: SourceBatch, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+    """Eq. 6 per target token: cross-entropy of the teacher-forced predictions, PAD positions ignored."""
+    logits = model(batch, tgt_in)  # (B, M, V)
+    return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=model.config.pad_id)
+
+
+class _Selection:
+    """Validation bookkeeping: early stopping, the best weights in the checkpoint, the history."""
+
+    def __init__(self, config: TrainConfig, checkpoint_path: str | os.PathLike[str]) -> None:
+        self.config, self.path = config, checkpoint_path
+        self.best_score, self.best_step, self.bad = -math.inf, 0, 0
+        self.history: list[dict[str, float]] = []
+
+    def validate(
+        self, model: RegionalMMT, evaluate: Callable[[RegionalMMT], float], step: int, epoch: int, loss: float
+    ) -> float:
+        """Score the model; save it when it beats the best score (a NaN score never does)."""
+        with evaluating(model), torch.no_grad():
+            score = float(evaluate(model))
+        if score > self.best_score:
+            self.best_score, self.best_step, self.bad = score, step, 0
+            extra = {"step": step, "epoch": epoch, "score": score, "train_config": asdict(self.config)}
+            save_mmt(self.path, model, extra=extra)
+        else:
+            self.bad += 1
+        self.history.append({"step": step, "epoch": epoch, "loss": loss, "score": score})
+        logger.info(
+            "step %d (epoch %d): loss %.4f, validation %.4f (best %.4f)", step, epoch, loss, score, self.best_score
+        )
+        return score
+
+    @property
+    def exhausted(self) -> bool:
+        return self.bad >= self.config.patience
+
+
+def fit(
+    model: RegionalMMT,
+    train: Sequence[Example],
+    *,
+    regions: RegionLookup | None,
+    evaluate: Callable[[RegionalMMT], float],
+    config: TrainConfig,
+    device: torch.device,
+    autocast: AutocastFactory,
+    checkpoint_path: str | os.PathLike[str],
+    progress: Callable[[dict[str, float]], None] | None = None,
+) -> FitResult:
+    """Train ``model`` with teacher forcing until ``config.epochs`` or early stopping; keep the best weights.
+
+    Args:
+        model: The model, moved to ``device`` and trained in place.
+        train: Training pairs.
+        regions: Region features by ``Example.image_row``; None trains text-only (one thread per sentence).
+        evaluate: Validation score of the model, higher is better (the caller's validation BLEU); called in
+            eval mode under ``torch.no_grad``.
+        config: Optimisation settings.
+        device: Where to train.
+        autocast: Returns a fresh autocast context for each forward pass (fp16 also turns on loss scaling).
+        checkpoint_path: Where the best weights go (``save_mmt``); they are loaded back at the end.
+        progress: Called after every batch with its step, epoch and loss, and the score when a validation
+            followed it (a validation after the last batch, when ``eval_every`` does not divide the step count,
+            is reported on its own with the mean loss since the previous one).
+
+    Returns:
+        The best score, its step and the validation history.
+    """
+    check_examples(train, model.config, with_regions=regions is not None)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
+    selection = _Selection(config, checkpoint_path)
+    step, losses, epoch = 0, [], 0
+    for epoch in range(1, config.epochs + 1):
+        batches = length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
+        for position, indices in enumerate(batches, start=1):
+            step += 1
+            batch, tgt_in, tgt_out = collate(train, indices, regions=regions, config=model.config, device=device)
+            with autocast():
+                loss = mmt_loss(model, batch, tgt_in, tgt_out)
+            losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step))
+            report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
+            epoch_end = position == len(batches)
+            if (step % config.eval_every == 0) if config.eval_every else epoch_end:
+                report["score"] = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)))
+                losses = []
+            if progress is not None:
+                progress(report)
+            if selection.exhausted:
+                break
+        if selection.exhausted:
+            break
+    if losses:  # training ended between two validations
+        score = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)))
+        if progress is not None:
+            progress({"step": step, "epoch": epoch, "loss": selection.history[-1]["loss"], "score": score})
+    model.load_state_dict(read_checkpoint(checkpoint_path, device=device)["state_dict"])
+    return FitResult(selection.best_score, selection.best_step, selection.history)
+
+
+def _update(
+    model: RegionalMMT,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    loss: torch.Tensor,
+    *,
+    clip: float,
+    step: int,
+) -> float:
+    """Backward, clip the gradient norm, one Adam step; returns the loss value."""
+    value = float(loss.detach())
+    if not math.isfinite(value) and not scaler.is_enabled():
+        raise FloatingPointError(f"training step {step}: the loss is {value}")
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    scaler.step(optimizer)
+    scaler.update()
+    return value
+
+
+def _autocasts_to_fp16(device: torch.device, autocast: AutocastFactory) -> bool:
+    """Whether ``autocast`` runs float16 on ``device`` (then gradients need loss scaling)."""
+    with autocast():
+        return torch.is_autocast_enabled(device.type) and torch.get_autocast_dtype(device.type) == torch.float16

@@ -1,0 +1,292 @@
+"""Training (fit), batching, checkpoints and loading pre-trained weights for fine-tuning."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from corpora.io import InputError
+from mmt.beam import beam_search, greedy_decode
+from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
+from mmt.model import MMTConfig, RegionalMMT, source_batch
+from mmt.train import Example, TrainConfig, check_examples, collate, fit, length_batches
+from tests.unit.mmt.test_model import random_regions, random_sentences
+
+CPU = torch.device("cpu")
+CONFIG = MMTConfig(src_vocab=30, tgt_vocab=30, emb_dim=16, hidden=32, region_dim=8, dropout=0.0)
+EOS = CONFIG.eos_id
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread, and a shared machine cannot stall a thread pool."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def no_autocast() -> contextlib.AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+class ArrayRegions:
+    """A RegionLookup over in-memory arrays (the FeatureStore's ``batch`` contract)."""
+
+    def __init__(self, features: np.ndarray, mask: np.ndarray) -> None:
+        self.features, self.mask = features, mask
+
+    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        wanted = np.asarray(rows)
+        boxes = np.zeros((*self.mask[wanted].shape, 4), dtype=np.float32)
+        return self.features[wanted].astype(np.float16), self.mask[wanted], boxes
+
+
+def new_model(config: MMTConfig = CONFIG, seed: int = 0) -> RegionalMMT:
+    torch.manual_seed(seed)
+    return RegionalMMT(config)
+
+
+def toy_pairs() -> list[Example]:
+    """8 pairs: the target is the source mapped token by token (id -> id + 5), reversed, then EOS."""
+    sources = random_sentences(8, vocab=24, seed=0, lengths=(2, 6))
+    return [Example(tuple(ids), (*[token + 5 for token in reversed(ids)], EOS)) for ids in sources]
+
+
+def exact_matches(examples: Sequence[Example], regions: ArrayRegions | None = None) -> Callable[[RegionalMMT], float]:
+    """Share of examples whose greedy translation is the target (the test's stand-in for validation BLEU)."""
+
+    def score(model: RegionalMMT) -> float:
+        features = mask = None
+        if regions is not None:
+            features, mask, _ = regions.batch(np.array([example.image_row for example in examples]))
+        batch = source_batch(
+            [example.src_ids for example in examples], pad_id=0, device=CPU, regions=features, region_mask=mask
+        )
+        found = greedy_decode(model, batch, max_len=12)
+        return float(np.mean([list(example.tgt_ids[:-1]) == ids for example, ids in zip(examples, found, strict=True)]))
+
+    return score
+
+
+def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
+    train = toy_pairs()
+    model = new_model()
+    losses: list[float] = []
+    config = TrainConfig(epochs=150, batch_size=4, lr=1e-2, patience=1000, eval_every=0, seed=1)
+    result = fit(
+        model,
+        train,
+        regions=None,
+        evaluate=exact_matches(train),
+        config=config,
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "mmt.pt",
+        progress=lambda report: losses.append(report["loss"]),
+    )
+    assert losses[0] > 2.5 and min(losses[-10:]) < 0.05
+    assert result.best_score == 1.0
+    found = greedy_decode(model, source_batch([e.src_ids for e in train], pad_id=0, device=CPU), max_len=12)
+    assert found == [list(example.tgt_ids[:-1]) for example in train]
+
+
+def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path) -> None:
+    """Same source sentence, 4 images: only the visual threads can tell which target word is meant."""
+    generator = np.random.default_rng(0)
+    features = generator.normal(size=(4, 3, CONFIG.region_dim)).astype(np.float32)
+    regions = ArrayRegions(
+        features, np.array([[True, True, True], [True, True, False], [True] * 3, [True, False, False]])
+    )
+    train = [Example((7, 8, 9), (10 + row, 20, EOS), image_row=row) for row in range(4)]
+    model = new_model()
+    result = fit(
+        model,
+        train,
+        regions=regions,
+        evaluate=exact_matches(train, regions),
+        config=TrainConfig(epochs=120, batch_size=4, lr=1e-2, patience=1000, seed=0),
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "mmt.pt",
+        progress=None,
+    )
+    assert result.best_score == 1.0
+
+
+def test_two_fits_with_the_same_seed_give_identical_weights(tmp_path: Path) -> None:
+    train = [
+        Example(example.src_ids, example.tgt_ids, image_row=row % 3) for row, example in enumerate(toy_pairs() * 2)
+    ]
+    features, mask = random_regions([3, 1, 2], max_regions=3, dim=CONFIG.region_dim, seed=1)
+    regions = ArrayRegions(features.numpy(), mask.numpy())
+    config = TrainConfig(epochs=3, batch_size=3, sort_chunk=2, eval_every=4, seed=7)
+    dropout = replace(CONFIG, dropout=0.3)
+    weights = []
+    for run, seed in enumerate((7, 7, 8)):
+        model = new_model(dropout)
+        torch.manual_seed(100 + run)  # fit must seed dropout itself
+        fit(
+            model,
+            train,
+            regions=regions,
+            evaluate=lambda model: 0.0,
+            config=replace(config, seed=seed),
+            device=CPU,
+            autocast=no_autocast,
+            checkpoint_path=tmp_path / f"run{run}.pt",
+            progress=None,
+        )
+        weights.append(model.state_dict())
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert not all(torch.equal(weights[0][name], weights[2][name]) for name in weights[0])
+
+
+def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_path: Path) -> None:
+    scores = iter([1.0, 3.0, 2.0, 2.5, 9.0, 9.0])
+    snapshots: list[dict[str, torch.Tensor]] = []
+
+    def evaluate(model: RegionalMMT) -> float:
+        assert not model.training
+        snapshots.append(copy.deepcopy(model.state_dict()))
+        return next(scores)
+
+    reports: list[dict[str, float]] = []
+    model = new_model()
+    result = fit(
+        model,
+        toy_pairs(),
+        regions=None,
+        evaluate=evaluate,
+        config=TrainConfig(epochs=50, batch_size=2, patience=2, eval_every=1),
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "best.pt",
+        progress=reports.append,
+    )
+    assert len(snapshots) == 4  # 1 (best), 3 (best), 2 and 2.5 (two without improvement): stop
+    assert (result.best_score, result.best_step) == (3.0, 2)
+    assert [record["score"] for record in result.history] == [1.0, 3.0, 2.0, 2.5]
+    assert [report.get("score") for report in reports] == [1.0, 3.0, 2.0, 2.5] and reports[-1]["step"] == 4
+    state = model.state_dict()
+    assert all(torch.equal(state[name], snapshots[1][name]) for name in state)
+    assert not all(torch.equal(state[name], snapshots[3][name]) for name in state)
+    assert load_mmt(tmp_path / "best.pt", device=CPU)[1]["score"] == 3.0
+
+
+def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_path: Path) -> None:
+    steps: list[float] = []
+    result = fit(
+        new_model(),
+        toy_pairs(),
+        regions=None,
+        evaluate=lambda model: float(len(steps)),
+        config=TrainConfig(epochs=1, batch_size=2, eval_every=3),
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "best.pt",
+        progress=lambda report: steps.append(report["step"]),
+    )
+    assert [record["step"] for record in result.history] == [3, 4]  # 8 pairs in batches of 2: 4 steps
+    assert steps == [1, 2, 3, 4, 4] and result.best_step == 4
+
+
+def test_length_batches_cover_every_example_once_deterministically() -> None:
+    examples = [Example(tuple(range(4, 4 + n % 7 + 1)), (5, EOS)) for n in range(50)]
+    first = length_batches(examples, batch_size=4, sort_chunk=3, rng=np.random.default_rng(0))
+    again = length_batches(examples, batch_size=4, sort_chunk=3, rng=np.random.default_rng(0))
+    assert first == again
+    assert sorted(i for batch in first for i in batch) == list(range(50))
+    lengths = [[len(examples[i].src_ids) for i in batch] for batch in first]
+    assert all(batch == sorted(batch) for batch in lengths)
+    assert first != length_batches(examples, batch_size=4, sort_chunk=3, rng=np.random.default_rng(1))
+
+
+def test_collate_builds_teacher_forcing_inputs() -> None:
+    examples = [Example((5, 6, 7), (8, 9, EOS), image_row=1), Example((5,), (8, EOS), image_row=0)]
+    features, mask = random_regions([2, 1], max_regions=2, dim=CONFIG.region_dim, seed=0)
+    batch, tgt_in, tgt_out = collate(
+        examples, [0, 1], regions=ArrayRegions(features.numpy(), mask.numpy()), config=CONFIG, device=CPU
+    )
+    assert batch.src.tolist() == [[5, 6, 7], [5, 0, 0]]
+    assert tgt_in.tolist() == [[2, 8, 9], [2, 8, 0]] and tgt_out.tolist() == [[8, 9, EOS], [8, EOS, 0]]
+    assert batch.region_mask is not None and batch.region_mask.tolist() == [[True, False], [True, True]]
+
+
+@pytest.mark.parametrize(
+    ("example", "message"),
+    [
+        (Example((5,), (6,)), "must end with EOS"),
+        (Example((5,) * 101, (6, EOS)), "longer than max_len"),
+        (Example((5,), (99, EOS)), "outside the vocabulary"),
+        (Example((), (6, EOS)), "empty source"),
+    ],
+)
+def test_bad_examples_are_named(example: Example, message: str) -> None:
+    with pytest.raises(ValueError, match=f"training example 1: .*{message}"):
+        check_examples([Example((5,), (6, EOS)), example], CONFIG, with_regions=False)
+    with pytest.raises(ValueError, match="no image_row"):
+        check_examples([Example((5,), (6, EOS))], CONFIG, with_regions=True)
+
+
+def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
+    model = new_model(replace(CONFIG, layers=2, dropout=0.1)).eval()
+    save_mmt(tmp_path / "m.pt", model, extra={"step": 12, "note": "x"})
+    loaded, extra = load_mmt(tmp_path / "m.pt", device=CPU)
+    assert extra == {"step": 12, "note": "x"} and loaded.config == model.config and not loaded.training
+    src = random_sentences(3, vocab=24, seed=3)
+    features, mask = random_regions([2, 3, 1], max_regions=3, dim=CONFIG.region_dim, seed=4)
+    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
+    tgt_in = torch.tensor([[2, 5, 6]] * 3)
+    with torch.no_grad():
+        assert torch.equal(loaded(batch, tgt_in), model(batch, tgt_in))
+    assert beam_search(loaded, batch, beam=3, max_len=6) == beam_search(model, batch, beam=3, max_len=6)
+    assert not list(tmp_path.glob(".*tmp"))  # written atomically, nothing left behind
+
+
+def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) -> None:
+    pretrained = new_model(replace(CONFIG, region_dim=4), seed=1)  # text-only: any region_dim
+    save_mmt(tmp_path / "pretrain.pt", pretrained, extra={})
+    model = new_model(seed=2)
+    fresh = copy.deepcopy(model.state_dict())
+    skipped = load_pretrained_into(model, tmp_path / "pretrain.pt")
+    assert skipped == ["region_proj.bias", "region_proj.weight"]
+    state, source = model.state_dict(), pretrained.state_dict()
+    for name, tensor in state.items():
+        expected = fresh[name] if name in skipped else source[name]
+        assert torch.equal(tensor, expected), name
+
+
+def test_load_pretrained_lists_what_does_not_fit(tmp_path: Path) -> None:
+    other = new_model(replace(CONFIG, tgt_vocab=40, hidden=24))
+    save_mmt(tmp_path / "other.pt", other, extra={})
+    with pytest.raises(InputError) as error:
+        load_pretrained_into(new_model(), tmp_path / "other.pt")
+    message = str(error.value)
+    assert (
+        "config tgt_vocab: checkpoint 40, model 30" in message and "config hidden: checkpoint 24, model 32" in message
+    )
+    assert "output.weight: checkpoint (40, 24), model (30, 32)" in message
+    assert "encoder.weight_hh_l0: checkpoint (96, 24), model (128, 32)" in message
+    deeper = new_model(replace(CONFIG, layers=2))
+    save_mmt(tmp_path / "deeper.pt", deeper, extra={})
+    with pytest.raises(InputError, match=r"not in the model: decoder\.1\.weight_hh"):
+        load_pretrained_into(new_model(), tmp_path / "deeper.pt")
+
+
+def test_loading_something_else_fails_clearly(tmp_path: Path) -> None:
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(InputError, match=r"junk\.pt: not a readable MMT checkpoint"):
+        load_mmt(tmp_path / "junk.pt", device=CPU)
+    torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")
+    with pytest.raises(InputError, match="not an MMT checkpoint"):
+        load_mmt(tmp_path / "other.pt", device=CPU)
+    with pytest.raises(InputError, match="not found"):
+        load_mmt(tmp_path / "missing.pt", device=CPU)
