@@ -48,6 +48,10 @@ class Paths:
     features: str  # FeatureStores, one folder per extractor: <features>/<extractor>/
     work: str  # resumable intermediate work (finished shards of an interrupted run); not versioned
     metrics: str  # metrics files, one folder per family
+    models: str  # trained models: <models>/mmt/<system>-<src>-<tgt>/
+    mt_models: str  # Marian model folders you hold (e.g. an opus-mt model downloaded elsewhere), one per pair
+    synthesized: str  # synthesized captions per target language: <synthesized>/<tgt>.parquet
+    augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,59 @@ class FeaturesParams:
 
 
 @dataclass(frozen=True)
+class MMTTextParams:
+    lowercase: bool
+    vocab_size: int  # BPE vocabulary per language (or joint)
+    joint: bool  # one BPE vocabulary for both languages of a pair
+    max_len: int  # subwords per sentence; longer ones are truncated (and counted)
+
+
+@dataclass(frozen=True)
+class MMTModelParams:
+    emb_dim: int
+    hidden: int
+    dropout: float
+
+
+@dataclass(frozen=True)
+class TrainingParams:
+    epochs: int
+    batch_size: int
+    lr: float
+    patience: int  # validations without a better BLEU before stopping
+
+
+@dataclass(frozen=True)
+class MarianParams:
+    local_dirs: dict[str, str]  # "<src>-<tgt>" -> folder in paths.mt_models; pairs without one are trained here
+    d_model: int
+    layers: int
+    epochs: int
+    batch_size: int
+    lr: float
+
+
+@dataclass(frozen=True)
+class MMTParams:
+    targets: tuple[str, ...]  # languages of languages.targets that get pivot<->target systems and synthesis
+    text: MMTTextParams
+    model: MMTModelParams
+    pretrain: TrainingParams  # text-only, on the parallel corpus
+    finetune: TrainingParams  # with region features, on the translation captions
+    beam: int
+    mt_system: Literal["text-only", "marian"]  # the system of the mt_* variants
+    marian: MarianParams
+
+
+@dataclass(frozen=True)
+class SynthesisParams:
+    kinds: tuple[Literal["comparable", "translation"], ...]  # which human pivot captions are translated
+    shard_size: int  # captions per shard (the unit of resumption)
+    batch_size: int
+    beam: int
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int
     device: str  # auto | cpu | cuda | cuda:<index>
@@ -179,6 +236,8 @@ class Params:
     generate: GenerateParams
     prepare: PrepareParams
     features: FeaturesParams
+    mmt: MMTParams
+    synthesis: SynthesisParams
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -299,6 +358,7 @@ def _validate(params: Params) -> None:
     _check_range("prepare.karpathy.captions_per_image", prepare.karpathy.captions_per_image, 1, 20)
     _check_range("prepare.scan.captions_per_image", prepare.scan.captions_per_image, 1, 20)
     _validate_features(params.features)
+    _validate_mmt(params)
     for key, splits in (
         ("prepare.multi30k.splits", prepare.multi30k.splits),
         ("features.imported.scan_splits", params.features.imported.scan_splits),
@@ -332,6 +392,35 @@ def _validate_features(features: FeaturesParams) -> None:
     _check_range("features.compact.epochs", compact.epochs, 1, 1000)
     if not compact.widths:
         raise _KeyError("features.compact.widths", "at least one stage width is needed")
+
+
+def _validate_mmt(params: Params) -> None:
+    mmt = params.mmt
+    for index, target in enumerate(mmt.targets):
+        if target not in params.languages.targets:
+            raise _KeyError(
+                f"mmt.targets[{index}]",
+                f"got {target!r}, allowed: one of languages.targets {list(params.languages.targets)}",
+            )
+    _check_range("mmt.text.vocab_size", mmt.text.vocab_size, 50, 200_000)
+    _check_range("mmt.text.max_len", mmt.text.max_len, 4, 1000)
+    _check_range("mmt.model.emb_dim", mmt.model.emb_dim, 4, 4096)
+    _check_range("mmt.model.hidden", mmt.model.hidden, 4, 8192)
+    if not 0.0 <= mmt.model.dropout < 1.0:
+        raise _KeyError("mmt.model.dropout", f"got {mmt.model.dropout}, allowed: 0 <= dropout < 1")
+    for name in ("pretrain", "finetune"):
+        training: TrainingParams = getattr(mmt, name)
+        _check_range(f"mmt.{name}.epochs", training.epochs, 1, 10_000)
+        _check_range(f"mmt.{name}.batch_size", training.batch_size, 1, 65_536)
+        _check_range(f"mmt.{name}.patience", training.patience, 1, 1000)
+        if not 0.0 < training.lr < 1.0:
+            raise _KeyError(f"mmt.{name}.lr", f"got {training.lr}, allowed: 0 < lr < 1")
+    _check_range("mmt.beam", mmt.beam, 1, 64)
+    _check_range("synthesis.beam", params.synthesis.beam, 1, 64)
+    _check_range("synthesis.shard_size", params.synthesis.shard_size, 1, 10_000_000)
+    _check_range("synthesis.batch_size", params.synthesis.batch_size, 1, 65_536)
+    if not params.synthesis.kinds:
+        raise _KeyError("synthesis.kinds", "at least one kind of caption (comparable, translation) is needed")
 
 
 def _validate_languages(languages: Languages) -> None:

@@ -93,11 +93,18 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str, Any]) -> None:
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     for name, stage in stages.items():
+        if "foreach" in stage:  # one stage per item of a params list, e.g. train_mmt@de
+            section, key = stage["foreach"].strip("${}").split(".")
+            assert isinstance(tree[section][key], list), f"stage {name} fans out over {stage['foreach']}"
+            stage = stage["do"]
         assert stage["cmd"].startswith(f"python -m flows.{name} "), name
         module = importlib.import_module(f"flows.{name}")
         assert callable(module.main)
-        for section in stage["params"]:
-            assert section in tree, f"stage {name} lists params section {section!r} that params.yaml lacks"
+        for entry in stage["params"]:
+            node: Any = tree
+            for part in entry.split("."):
+                assert part in node, f"stage {name} lists params {entry!r} that params.yaml lacks"
+                node = node[part]
         text = yaml.safe_dump(stage)
         for key in re.findall(r"\$\{paths\.(\w+)\}", text):
             assert key in tree["paths"], f"stage {name} uses ${{paths.{key}}} that params.yaml lacks"

@@ -21,6 +21,12 @@ def tiny_params_tree(features: dict[str, Any] | None = None, **prepare_changes: 
     tree["features"].update(shard_size=4, batch_size=4)
     tree["features"]["compact"].update(epochs=2, widths=[8, 16], dim=16, input_size=32)
     tree["features"].update(features or {})
+    tree["mmt"].update(beam=2)
+    tree["mmt"]["text"].update(vocab_size=60)
+    tree["mmt"]["model"].update(emb_dim=16, hidden=16)
+    tree["mmt"]["pretrain"].update(epochs=1, batch_size=16)
+    tree["mmt"]["finetune"].update(epochs=2, batch_size=4)
+    tree["synthesis"].update(shard_size=10, beam=2)
     return tree
 
 

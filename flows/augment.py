@@ -1,0 +1,53 @@
+"""Stage `augment`: the caption variants none, mt_f, mt_fb, mmt_f, mmt_fb and their lexical diversity."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import flow, get_run_logger, tags
+from prefect.artifacts import create_table_artifact
+
+from corpora.io import write_text
+from corpora.prepared import read_prepared
+from corpora.tables import write_captions
+from flows.params import Params
+from flows.stage import run_stage, run_tags, stage_parser
+from mmt.augment import VARIANTS, build_variant, token_types
+
+
+@flow(name="augment", log_prints=True, persist_result=False)
+def augment(prepared: str, synthesized: list[str], out: str, metrics: str) -> dict[str, object]:
+    corpus = read_prepared(prepared)
+    extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
+    report: dict[str, object] = {}
+    for variant in VARIANTS:
+        captions = build_variant(corpus.captions, extra, variant)
+        write_captions(captions, Path(out) / variant / "captions.parquet", images=corpus.images)
+        report[variant] = {"captions": captions.num_rows, "token_types": token_types(captions)}
+    write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    rows = [{"variant": name, "captions": value["captions"], **value["token_types"]} for name, value in report.items()]  # type: ignore[index]
+    create_table_artifact(key="augment-diversity", table=rows, description="Train-split token types per language")
+    get_run_logger().info("Token types (train split): %s", json.dumps(report))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = stage_parser("augment", __doc__ or "")
+    for name in ("prepared", "synthesized", "out", "metrics"):
+        parser.add_argument(f"--{name}", required=True)
+
+    def body(args: argparse.Namespace, params: Params) -> None:
+        files = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
+        with tags(*run_tags("augment")):
+            augment(args.prepared, files, args.out, args.metrics)
+
+    run_stage(parser, argv, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Stage `synthesize@<target>`: forward (pivot + image -> target) and backward (target + image -> pivot)
+translations of the train split's human pivot captions, with the MMT and with the text-only MT system."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+from prefect import flow, tags
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.futures import as_completed
+from prefect.utilities.annotations import unmapped
+
+from corpora.prepared import read_prepared
+from flows.features import task_runner
+from flows.params import Params, SynthesisParams
+from flows.stage import run_stage, run_tags, stage_parser
+from mmt.synthesis import SynthesisTask, collect, plan_shards, select_sources
+from tasks.mmt import Runtime, system_sha256, translate_shard, write_synthesized
+from tasks.runtime import device_name
+
+
+@flow(name="synthesize", log_prints=True, persist_result=False)
+def synthesize(
+    params: SynthesisParams, pivot: str, target: str, prepared: str, store: str, models: str, work: str, out: str,
+    runtime: Runtime,
+) -> dict[str, int]:  # fmt: skip
+    captions = read_prepared(prepared).captions
+    sources = select_sources(captions, lang=pivot, split="train", kinds=params.kinds)
+    tables: list[pa.Table] = []
+    for origin in ("mmt", "mt"):
+        regions = store if origin == "mmt" else None
+        forward = _pass(
+            params, sources, f"{origin}-{pivot}-{target}", origin, target, 1, regions, models, work, runtime
+        )
+        backward = _pass(
+            params, forward, f"{origin}-{target}-{pivot}", origin, pivot, 2, regions, models, work, runtime
+        )
+        tables += [forward, backward]
+    counts = write_synthesized(tables, prepared, out)
+    _show_samples(sources, tables, target)
+    return counts
+
+
+def _pass(
+    params: SynthesisParams, sources: pa.Table, system: str, origin: str, lang: str, hop: int, store: str | None,
+    models: str, work: str, runtime: Runtime,
+) -> pa.Table:  # fmt: skip
+    """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
+    model_dir = str(Path(models) / system)
+    task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))  # type: ignore[arg-type]
+    shards = plan_shards(sources, task, work=Path(work), shard_size=params.shard_size)
+    futures = translate_shard.map(shards, unmapped(task), unmapped(model_dir), unmapped(store), unmapped(runtime),
+                                  unmapped(params.beam), unmapped(params.batch_size))  # fmt: skip
+    progress = create_progress_artifact(progress=0.0, description=f"{system}: shards translated")
+    for done, future in enumerate(as_completed(futures), start=1):
+        future.result()
+        update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))  # type: ignore[arg-type]
+    return collect(shards)
+
+
+def _show_samples(sources: pa.Table, tables: list[pa.Table], target: str) -> None:
+    lines = ["| source | MMT forward | MMT back | MT forward | MT back |", "|---|---|---|---|---|"]
+    texts = [table.column("text").to_pylist() for table in tables]
+    for row in range(0, sources.num_rows, max(sources.num_rows // 8, 1))[:8]:
+        cells = [sources.column("text")[row].as_py(), *(column[row] for column in texts)]
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+    create_markdown_artifact(key=f"synthesized-{target}", markdown="\n".join(lines),
+                             description=f"Sampled synthesized captions ({target})")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = stage_parser("synthesize", __doc__ or "")
+    parser.add_argument("--target", required=True)
+    for name in ("prepared", "store", "models", "work", "out"):
+        parser.add_argument(f"--{name}", required=True)
+
+    def body(args: argparse.Namespace, params: Params) -> None:
+        runtime = Runtime(device_name(params.device), params.precision)
+        runnable = synthesize.with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
+        with tags(*run_tags("synthesize"), f"pair:{params.languages.pivot}-{args.target}"):
+            runnable(params.synthesis, params.languages.pivot, args.target, args.prepared, args.store, args.models,
+                     args.work, args.out, runtime)  # fmt: skip
+
+    run_stage(parser, argv, body)
+
+
+if __name__ == "__main__":
+    main()

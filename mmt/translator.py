@@ -1,0 +1,111 @@
+"""A trained RegionalMMT with its text pipeline: sentences (and their images' regions) in, sentences out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from corpora.io import InputError
+from features.store import FeatureStore
+from mmt.beam import beam_search
+from mmt.checkpoint import load_mmt
+from mmt.model import RegionalMMT, source_batch
+from mmt.text import TextPipeline
+
+AutocastFactory = Callable[[], AbstractContextManager[object]]
+
+
+class MMTTranslator:
+    """Batched beam-search translation with a :class:`RegionalMMT` (multimodal when given a FeatureStore).
+
+    Args:
+        model: The trained model.
+        text: The pair's text pipeline (Moses + subwords).
+        name: System name, e.g. ``mmt-en-de``.
+        regions: Region features by image id; None translates text-only (the model's single-thread mode).
+        device: Where to decode.
+        autocast: Precision context factory.
+    """
+
+    def __init__(
+        self,
+        model: RegionalMMT,
+        text: TextPipeline,
+        *,
+        name: str,
+        regions: FeatureStore | None,
+        device: torch.device,
+        autocast: AutocastFactory = nullcontext,
+    ) -> None:
+        self.model, self.text, self.name, self.regions = model.to(device).eval(), text, name, regions
+        self.device, self.autocast = device, autocast
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: str | Path,
+        checkpoint: str,
+        *,
+        regions: FeatureStore | None,
+        device: torch.device,
+        autocast: AutocastFactory = nullcontext,
+    ) -> MMTTranslator:
+        """Load ``<model_dir>/<checkpoint>`` with the text pipeline saved beside it."""
+        folder = Path(model_dir)
+        if not (folder / checkpoint).is_file():
+            raise InputError(f"{folder / checkpoint}: no trained model (run the train_mmt stage for this pair)")
+        model, _ = load_mmt(folder / checkpoint, device=device)
+        return cls(
+            model, TextPipeline.load(folder), name=folder.name, regions=regions, device=device, autocast=autocast
+        )
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        beam: int = 5,
+        batch_size: int = 64,
+        max_len: int = 100,
+    ) -> list[str]:
+        """Translations in input order; ``image_ids`` (one per sentence) are needed with regions."""
+        if self.regions is not None and (image_ids is None or len(image_ids) != len(sentences)):
+            raise InputError(f"{self.name} is multimodal: give one image id per sentence")
+        encoded = self.text.encode_source(sentences).ids
+        order = sorted(range(len(encoded)), key=lambda index: len(encoded[index]))  # similar lengths batch well
+        outputs: list[list[int]] = [[] for _ in encoded]
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
+            batch = source_batch(
+                [encoded[i] for i in chosen],
+                pad_id=self.model.config.pad_id,
+                device=self.device,
+                regions=batch_regions,
+                region_mask=batch_mask,
+            )
+            with torch.inference_mode(), self.autocast():
+                best = beam_search(self.model, batch, beam=beam, max_len=max_len)
+            for index, ids in zip(chosen, best, strict=True):
+                outputs[index] = ids
+        return self.text.decode_target(outputs)
+
+    def _regions(self, image_ids: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        if self.regions is None or image_ids is None:
+            return None, None
+        try:
+            rows = self.regions.rows(image_ids)
+        except KeyError as error:
+            raise InputError(f"{self.name}: region features missing for an image ({error})") from None
+        features, mask, _ = self.regions.batch(rows)
+        empty = ~mask.any(axis=1)
+        if empty.any():
+            image_id = image_ids[int(np.flatnonzero(empty)[0])]
+            raise InputError(
+                f"{self.name}: image {image_id!r} has no regions in {self.regions.path} (a skipped image?)"
+            )
+        return features.astype(np.float32), mask

@@ -1,0 +1,108 @@
+"""train_mmt, synthesize and augment end to end on the tiny dataset (tiny models: the plumbing, not quality)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from corpora.tables import read_captions
+from flows import augment, cli, synthesize, train_mmt
+from tests.flows.conftest import TinyDataset
+from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.test_features_flow import run_features
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mmt")
+    store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
+    common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
+              "--store", str(store), "--models", str(root / "models")]  # fmt: skip
+    train_mmt.main([*common, "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])
+    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
+    augment.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
+                  "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
+                  "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
+    return root
+
+
+def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) -> None:
+    for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en"):
+        folder = trained / "models" / system
+        assert (folder / "finetune.pt").is_file() and (folder / "text.json").is_file(), system
+        checkpoint = torch.load(folder / "finetune.pt", weights_only=True)
+        assert checkpoint["config"]["region_dim"] == 16  # the tiny compact store's D
+        metrics = json.loads((trained / "metrics" / "mmt" / f"{system}.json").read_text())
+        assert {"bleu", "sacrebleu", "chrf", "meteor", "meteor_note"} <= set(metrics)
+        assert metrics["test_sentences"] == 3 and 0 <= metrics["bleu"] <= 100
+    assert (trained / "models" / "mmt-en-de" / "pretrain.pt").is_file()
+
+
+def test_synthesized_captions_have_provenance(trained: Path) -> None:
+    table = pq.read_table(trained / "synthesized" / "de.parquet")
+    counts = {system: pc.sum(pc.equal(table.column("system"), system)).as_py() for system in
+              ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en")}  # fmt: skip
+    assert counts == dict.fromkeys(counts, 6 * 5)  # 6 train images x 5 comparable English captions per pass
+    hop2 = table.filter(pc.equal(table.column("system"), "mmt-de-en"))
+    assert set(hop2.column("hop").to_pylist()) == {2} and set(hop2.column("lang").to_pylist()) == {"en"}
+    assert all(parent.endswith(">mmt-en-de") for parent in hop2.column("parent_id").to_pylist())
+
+
+def test_variants_and_diversity(trained: Path) -> None:
+    sizes = {variant: read_captions(trained / "augmented" / variant / "captions.parquet").num_rows
+             for variant in ("none", "mt_f", "mt_fb", "mmt_f", "mmt_fb")}  # fmt: skip
+    assert sizes["mmt_f"] == sizes["none"] + 30 and sizes["mmt_fb"] == sizes["none"] + 60 == sizes["mt_fb"]
+    diversity = json.loads((trained / "metrics" / "augment.json").read_text())
+    assert set(diversity["none"]["token_types"]) == {"en", "de", "fr", "cs"}
+
+
+def test_translate_cli_with_and_without_regions(
+    trained: Path, tiny_dataset: TinyDataset, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = str(trained / "models")
+    monkeypatch.setattr("sys.stdin", io.StringIO("A red circle.\nThere is a big star.\n"))
+    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--model", f"{models}/mt-en-de"])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    source = trained / "sources.tsv"
+    source.write_text("syn000001\tA red circle.\n", encoding="utf-8")
+    store = str(trained / "features" / "compact")
+    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)])
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    source.write_text("nosuchimage\tA red circle.\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        cli.main(
+            ["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)]
+        )
+    assert "nosuchimage" in capsys.readouterr().err
+
+
+def test_translate_cli_names_a_missing_pair(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["translate", "--src", "en", "--tgt", "fr", "--models", str(trained / "models"), "--input", "-"])
+    assert stopped.value.code == 2
+    assert "no trained model for en->fr" in capsys.readouterr().err
+
+
+def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_path: Path) -> None:
+    """mmt.mt_system: marian trains a small Marian per direction here; synthesis then uses it for mt_*."""
+    tree = tiny_params_tree()
+    tree["mmt"].update(mt_system="marian")
+    tree["mmt"]["marian"].update(d_model=16, layers=1, epochs=1, batch_size=16)
+    params = write_params(tmp_path / "marian.yaml", tree)
+    common = ["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
+              "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models")]  # fmt: skip
+    train_mmt.main([*common, "--mt_models", str(tmp_path / "mt-models"), "--metrics", str(tmp_path / "metrics")])
+    assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
+    assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
+    assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
+    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet")])
+    table = pq.read_table(tmp_path / "de.parquet")
+    assert pc.sum(pc.equal(table.column("system"), "mt-de-en")).as_py() == 30
