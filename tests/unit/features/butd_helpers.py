@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-import pytest
 import torch
 
 from features.butd import BottomUpAttention, BUTDConfig
@@ -43,12 +40,3 @@ def tiny_model(seed: int = 0, config: BUTDConfig = TINY) -> BottomUpAttention:
 def images(count: int, seed: int = 0, size: tuple[int, int] = (96, 128)) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, size=(*size, 3), dtype=np.uint8) for _ in range(count)]
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny convolutions at 2 intra-op threads crawl when another process holds a core; 1 thread does not."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -12,9 +12,8 @@ import torch
 from features.butd import BottomUpAttention, select_proposals, select_regions
 from features.butd_extractor import BUTDExtractor, caffe_scale, preprocess_image
 from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, RegionSelection
-from tests.unit.features.butd_helpers import TINY, images, one_thread, tiny_model
+from tests.unit.features.butd_helpers import TINY, images, tiny_model
 
-__all__ = ["one_thread"]  # the autouse fixture
 CPU = torch.device("cpu")
 
 

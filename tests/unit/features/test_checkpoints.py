@@ -27,9 +27,8 @@ from features.checkpoints import (
     read_checkpoint,
 )
 from features.regions import FixedRegions
-from tests.unit.features.butd_helpers import TINY, images, one_thread, tiny_model
+from tests.unit.features.butd_helpers import TINY, images, tiny_model
 
-__all__ = ["one_thread"]  # the autouse fixture
 EPS = 1e-5
 A, SCALES, RATIOS = TINY.num_anchors, len(TINY.anchor_scales), len(TINY.anchor_ratios)
 D2_ANCHOR = [s * RATIOS + r for r in range(RATIOS) for s in range(SCALES)]  # ours r*S+s is detectron2's s*R+r

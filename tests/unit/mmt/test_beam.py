@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,15 +15,6 @@ from tests.unit.mmt.test_model import random_regions, random_sentences
 CPU = torch.device("cpu")
 CONFIG = MMTConfig(src_vocab=40, tgt_vocab=30, emb_dim=16, hidden=16, region_dim=12, dropout=0.2)
 MAX_LEN = 12
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and a shared machine cannot stall a thread pool."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @functools.cache

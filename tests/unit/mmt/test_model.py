@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,15 +9,6 @@ import torch.nn.functional as F
 from mmt.model import MMTConfig, RegionalMMT, SourceBatch, source_batch
 
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and a shared machine cannot stall a thread pool."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 TINY = MMTConfig(src_vocab=40, tgt_vocab=50, emb_dim=16, hidden=24, region_dim=12, dropout=0.0)

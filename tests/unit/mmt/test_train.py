@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,15 +22,6 @@ from tests.unit.mmt.test_model import random_regions, random_sentences
 CPU = torch.device("cpu")
 CONFIG = MMTConfig(src_vocab=30, tgt_vocab=30, emb_dim=16, hidden=32, region_dim=8, dropout=0.0)
 EOS = CONFIG.eos_id
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and a shared machine cannot stall a thread pool."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def no_autocast() -> contextlib.AbstractContextManager[object]:
