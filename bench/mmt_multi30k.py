@@ -3,7 +3,8 @@
 Trains `RegionalMMT` in its text-only mode on the 29,000 training pairs (en->de by default), early-stops on
 validation BLEU (greedy, every epoch), then translates test2016 with beam search and prints BLEU on
 lowercased Moses-tokenised text (as the literature reports), sacreBLEU on detokenised text and chrF (both
-against lowercased references: the system is lowercased) and the wall time. Published Multi30K-only text NMT: 33.7-35.5 BLEU (lowercased, tokenised).
+against lowercased references: the system is lowercased) and the wall time. Published Multi30K-only text
+NMT: 33.7-35.5 BLEU (lowercased, tokenised).
 
     python bench/mmt_multi30k.py --data ../shared/data/multi30k [--src en --tgt de] [--budget-minutes 120]
 """
