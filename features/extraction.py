@@ -199,7 +199,8 @@ def _job_of(shard: Shard, path: str) -> ImageJob:
 
 def assemble(ledger: ShardLedger, shards: Sequence[Shard], out_dir: Path) -> None:
     """Merge every finished shard, in shard order, into the final store (streamed, atomic)."""
-    missing = [shard.name for shard in shards if shard not in ledger.finished(shards)]
+    finished = {shard.name for shard in ledger.finished(shards)}
+    missing = [shard.name for shard in shards if shard.name not in finished]
     if missing:
         raise RuntimeError(f"cannot assemble {out_dir}: shards not finished: {missing[:5]}")
     image_ids = [job.image_id for shard in shards for job in shard.jobs]

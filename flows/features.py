@@ -14,15 +14,15 @@ from prefect.artifacts import create_table_artifact
 from features.checkpoints import checkpoint_sha256
 from features.compact import CompactConfig, CompactTraining, weights_sha256
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
-from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, RegionSelection
-from flows.params import FeaturesParams, Params, RegionParams, RunnerParams
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.params import FeaturesParams, Params
+from flows.stage import run_stage, run_tags, stage_parser, task_runner
 from tasks.features import (
     ExtractorSpec,
     assemble_store,
     import_features,
     plan_image_jobs,
     probe_features,
+    region_selection,
     run_shards,
     train_compact_encoder,
     write_metrics,
@@ -39,14 +39,6 @@ class FeaturesPaths:
     out: str  # the FeatureStore folder
     work: str
     metrics: str  # the metrics JSON file
-
-
-def region_selection(regions: RegionParams) -> RegionSelection:
-    if regions.mode == "fixed":
-        return FixedRegions(count=regions.count, conf_thresh=regions.conf_thresh)
-    if regions.mode == "adaptive":
-        return AdaptiveRegions(regions.min_count, regions.max_count, regions.conf_thresh)
-    return GivenRegions(max_count=regions.max_count)
 
 
 @flow(name="features", log_prints=True, persist_result=False)
@@ -128,17 +120,6 @@ def _finish(
     )
     create_table_artifact(key="features-shards", table=rows, description=f"{params.extractor}: shards and timing")
     return metrics
-
-
-def task_runner(runner: RunnerParams) -> object:
-    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured."""
-    if runner.kind == "dask":
-        from prefect_dask import DaskTaskRunner
-
-        return DaskTaskRunner(address=runner.address)
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    return ThreadPoolTaskRunner(max_workers=runner.max_workers)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TypeVar
 
 from corpora.io import InputError
-from flows.params import Params, ParamsError, load_params
+from flows.params import Params, ParamsError, RunnerParams, load_params
 
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
 
@@ -28,6 +28,17 @@ def run_tags(stage: str) -> list[str]:
     if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
         tags.append(f"pipeline:{pipeline_run}")
     return tags
+
+
+def task_runner(runner: RunnerParams) -> object:
+    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured."""
+    if runner.kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=runner.address)
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=runner.max_workers)
 
 
 def run_stage(

@@ -14,9 +14,8 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from corpora.prepared import read_prepared
-from flows.features import task_runner
 from flows.params import Params, SynthesisParams
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import run_stage, run_tags, stage_parser, task_runner
 from mmt.synthesis import SynthesisTask, collect, plan_shards, select_sources
 from tasks.mmt import Runtime, system_sha256, translate_shard, write_synthesized
 from tasks.runtime import device_name

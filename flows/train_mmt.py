@@ -15,6 +15,7 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from corpora.prepared import read_prepared
 from features.store import FeatureStore
 from flows.params import MMTParams, Params
 from flows.stage import run_stage, run_tags, stage_parser
@@ -36,9 +37,10 @@ def train_mmt(
     metrics: str, seed: int, runtime: Runtime,
 ) -> list[dict[str, object]]:  # fmt: skip
     region_dim = FeatureStore.open(store).dim
+    corpus = read_prepared(prepared)  # once for both directions
     rows: list[dict[str, object]] = []
     for src, tgt in ((pivot, target), (target, pivot)):
-        data = direction_data(prepared, pivot=pivot, target=target, src=src, tgt=tgt)
+        data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
         mmt_dir, mt_dir = Path(models) / f"mmt-{src}-{tgt}", Path(models) / f"mt-{src}-{tgt}"
         text_dirs = [str(mmt_dir)] if params.mt_system == "marian" else [str(mmt_dir), str(mt_dir)]
         train_text_pipeline(data, params, src=src, tgt=tgt, out_dirs=text_dirs, seed=seed)

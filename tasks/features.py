@@ -40,9 +40,9 @@ from features.extraction import ImageJob, RegionExtractor, Shard, ShardLedger, S
 from features.images import BadImageError, load_rgb
 from features.importers import import_butd_tsv, import_scan_splits
 from features.probe import linear_probe
-from features.regions import AdaptiveRegions, FixedRegions, RegionSelection, max_regions
+from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, RegionSelection, max_regions
 from features.store import FeatureStore
-from flows.params import FeaturesParams
+from flows.params import FeaturesParams, RegionParams
 from tasks.runtime import Precision, autocast, resolve_device
 
 
@@ -57,6 +57,14 @@ class ExtractorSpec:
     precision: Precision
     test_scale: int = 600  # butd only
     max_size: int = 1000  # butd only
+
+
+def region_selection(regions: RegionParams) -> RegionSelection:
+    if regions.mode == "fixed":
+        return FixedRegions(count=regions.count, conf_thresh=regions.conf_thresh)
+    if regions.mode == "adaptive":
+        return AdaptiveRegions(regions.min_count, regions.max_count, regions.conf_thresh)
+    return GivenRegions(max_count=regions.max_count)
 
 
 @functools.lru_cache(maxsize=2)
@@ -275,15 +283,13 @@ def import_features(params: FeaturesParams, prepared: str, inputs: str, out: str
         import_scan_splits(inputs, splits, ids_by_split, out)
     else:
         paths = [Path(inputs) / name for name in params.imported.tsv_files]
-        import_butd_tsv(paths, out_dir=out, max_regions=max_regions(_selection_of(params)), image_ids=image_ids)
+        import_butd_tsv(paths, out_dir=out, max_regions=_imported_k(params.regions), image_ids=image_ids)
     store = FeatureStore.open(out)
     store.check_finite()
     get_run_logger().info("Imported %d images into %s", len(store), out)
     return {"images": len(store), "bad_images": 0, "regions": int(store.num_regions.sum())}
 
 
-def _selection_of(params: FeaturesParams) -> RegionSelection:
-    regions = params.regions
-    if regions.mode == "adaptive":
-        return AdaptiveRegions(regions.min_count, regions.max_count, regions.conf_thresh)
-    return FixedRegions(count=regions.count, conf_thresh=regions.conf_thresh)
+def _imported_k(regions: RegionParams) -> int:
+    """K of an imported store: imported features come without given boxes, so `given` counts as `fixed`."""
+    return regions.count if regions.mode == "given" else max_regions(region_selection(regions))

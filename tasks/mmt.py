@@ -18,7 +18,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from corpora.io import InputError, atomic_dir, write_text
-from corpora.prepared import read_prepared
+from corpora.prepared import Corpus, read_prepared
 from corpora.tables import validate_captions, write_parquet
 from features.checkpoints import checkpoint_sha256
 from features.store import FeatureStore
@@ -65,12 +65,11 @@ class Runtime:
         return functools.partial(autocast, self.torch_device(), self.precision)
 
 
-def direction_data(prepared: str, *, pivot: str, target: str, src: str, tgt: str) -> DirectionData:
+def direction_data(corpus: Corpus, *, pivot: str, target: str, src: str, tgt: str) -> DirectionData:
     """The parallel corpus of the pivot-target pair and the translation captions, oriented src -> tgt."""
-    corpus = read_prepared(prepared)
     name = f"{pivot}-{target}"
     if name not in corpus.parallel:
-        raise InputError(f"{prepared}/parallel/{name}.parquet: no parallel corpus for {name} (check paths.parallel)")
+        raise InputError(f"prepared tables: no parallel corpus {name}.parquet (check paths.parallel)")
     table = corpus.parallel[name]
     columns = ("src", "tgt") if src == pivot else ("tgt", "src")
     text = {
@@ -86,11 +85,10 @@ def _caption_pairs(captions: pa.Table, src: str, tgt: str, split: str) -> Pairs:
     kind = captions.filter(
         pc.and_(pc.equal(captions.column("kind"), "translation"), pc.equal(captions.column("split"), split))
     )
-    by_lang = {
-        lang: dict(zip(rows.column("image_id").to_pylist(), rows.column("text").to_pylist(), strict=True))
-        for lang in (src, tgt)
-        if (rows := kind.filter(pc.equal(kind.column("lang"), lang))) is not None
-    }
+    by_lang = {}
+    for lang in (src, tgt):
+        rows = kind.filter(pc.equal(kind.column("lang"), lang))
+        by_lang[lang] = dict(zip(rows.column("image_id").to_pylist(), rows.column("text").to_pylist(), strict=True))
     images = [image_id for image_id in by_lang[src] if image_id in by_lang[tgt]]
     return Pairs([by_lang[src][i] for i in images], [by_lang[tgt][i] for i in images], images)
 
@@ -264,11 +262,6 @@ def build_marian(
     train_marian(corpus.src + captions.src, corpus.tgt + captions.tgt, out_dir=Path(out_dir), src_lang=src,
                  tgt_lang=tgt, config=config, val=(data.captions["val"].src, data.captions["val"].tgt),
                  device=runtime.torch_device(), seed=seed)  # fmt: skip
-
-
-def sample_rows(sources: Sequence[str], outputs: Sequence[str], count: int = 8) -> list[tuple[str, str]]:
-    step = max(len(sources) // count, 1)
-    return [(sources[index], outputs[index]) for index in range(0, len(sources), step)][:count]
 
 
 System = MMTTranslator | MarianTranslator
