@@ -24,8 +24,8 @@ test: lint
 	PATH="$(BIN):$$PATH" python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check corpora features mmt tasks flows tests bench
-	$(BIN)/ruff format --check corpora features mmt tasks flows tests bench
+	$(BIN)/ruff check corpora features mmt retrieval tasks flows tests bench
+	$(BIN)/ruff format --check corpora features mmt retrieval tasks flows tests bench
 	$(BIN)/mypy
 
 clean-venv:

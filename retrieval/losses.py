@@ -1,0 +1,128 @@
+"""Ranking losses on a batch's (image x caption) similarity matrix.
+
+A batch holds ``n_img`` distinct images and ``n_txt`` captions; ``caption_image[j]`` is the image of caption
+``j``. Every caption forms one positive pair (v, t) with its image. Captions of the same image are never
+negatives of each other's pair (the reference implementations take only the diagonal as positive, so a
+second caption of the same image in a batch becomes a false negative; with several captions per image, and
+more with synthesized ones, that collision is common).
+
+Kinds:
+- ``harder`` (Huang et al. 2020, Eq. 9-10): per pair, [alpha - s(v,t) + sum_l beta_l s(v, t_hard^(l))]_+ with
+  t_hard^(l) the hardest negative caption of language type l for v, plus [alpha - s(v,t) + s(v_hard, t)]_+.
+  The beta_l of types with no negative in the batch are dropped and the rest renormalised to sum to 1.
+- ``max_violation`` (VSE++): the same with one type (the hardest negative caption of any type).
+- ``sum`` (VSE0, Eq. 8): the hinge summed over every negative caption and every negative image.
+- ``topk`` (EmbN, used by MULE): Euclidean distances of l2-normalised embeddings, d = sqrt(2 - 2s + 1e-4);
+  the K most violated hinges per caption, caption->image weighted 1.5 and image->caption 1, means.
+The first three are sums over the batch (as Eq. 9 and the reference code); ``topk`` is a mean like EmbN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from retrieval.model import LossKind
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class RankingLoss:
+    """Attributes:
+    kind: See the module docstring.
+    margin: alpha of the hinge-based kinds (0.2 in VSE++/SCAN and ours).
+    topk: K of ``topk`` (EmbN: 10).
+    topk_margin: Margin of ``topk`` on Euclidean distances (EmbN/MULE: 0.05).
+    """
+
+    kind: LossKind = "harder"
+    margin: float = 0.2
+    topk: int = 10
+    topk_margin: float = 0.05
+
+    def __call__(self, sims: Tensor, caption_image: Tensor, caption_types: Tensor, type_weights: Tensor) -> Tensor:
+        """Loss of one batch.
+
+        Args:
+            sims: (n_img, n_txt) similarities.
+            caption_image: (n_txt,) image index of each caption.
+            caption_types: (n_txt,) language-type index of each caption (used by ``harder``).
+            type_weights: (T,) beta_l per language type (used by ``harder``).
+        """
+        positive = caption_image.unsqueeze(0) == torch.arange(sims.shape[0], device=sims.device).unsqueeze(1)
+        if self.kind == "topk":
+            return embn_topk_loss(sims, positive, caption_image, k=self.topk, margin=self.topk_margin)
+        if self.kind == "sum":
+            return sum_of_hinges(sims, positive, caption_image, self.margin)
+        if self.kind == "max_violation":
+            caption_types = torch.zeros_like(caption_types)
+            type_weights = type_weights.new_ones(1)
+        return harder_negative_loss(sims, positive, caption_image, caption_types, type_weights, self.margin)
+
+
+def harder_negative_loss(
+    sims: Tensor, positive: Tensor, caption_image: Tensor, caption_types: Tensor, type_weights: Tensor, margin: float
+) -> Tensor:
+    """Eq. 9-10; ``positive`` is the (n_img, n_txt) bool mask of pairs that are not negatives."""
+    cols = torch.arange(sims.shape[1], device=sims.device)
+    positive_scores = sims[caption_image, cols]  # (n_txt,) s(v, t)
+
+    hardest_image = sims.masked_fill(positive, NEG_INF).amax(dim=0)  # (n_txt,) s(v_hard, t)
+    image_term = _hinge(margin - positive_scores + hardest_image)
+
+    n_types = type_weights.shape[0]
+    of_type = caption_types.unsqueeze(0) == torch.arange(n_types, device=sims.device).unsqueeze(1)  # (T, n_txt)
+    candidates = (~positive).unsqueeze(1) & of_type.unsqueeze(0)  # (n_img, T, n_txt)
+    hardest_of_type = sims.unsqueeze(1).masked_fill(~candidates, NEG_INF).amax(dim=2)  # (n_img, T)
+    present = torch.isfinite(hardest_of_type)
+    weights = type_weights.to(sims.dtype).unsqueeze(0) * present  # betas of absent types dropped
+    total_weight = weights.sum(dim=1)  # (n_img,)
+    has_negative = total_weight > 0
+    weighted = (weights * hardest_of_type.masked_fill(~present, 0.0)).sum(dim=1)
+    weighted = weighted / torch.where(has_negative, total_weight, torch.ones_like(total_weight))
+    caption_term = _hinge(margin - positive_scores + weighted[caption_image])
+    caption_term = caption_term * has_negative[caption_image]
+    return image_term.sum() + caption_term.sum()
+
+
+def sum_of_hinges(sims: Tensor, positive: Tensor, caption_image: Tensor, margin: float) -> Tensor:
+    """Eq. 8: every negative caption of v and every negative image of t, per positive pair (v, t)."""
+    cols = torch.arange(sims.shape[1], device=sims.device)
+    positive_scores = sims[caption_image, cols]  # (n_txt,)
+    negative = ~positive
+    image_terms = _hinge(margin - positive_scores.unsqueeze(0) + sims) * negative  # (n_img, n_txt) over images i
+    caption_rows = sims[caption_image]  # (n_txt, n_txt): row j = s(v_j, every caption)
+    caption_terms = _hinge(margin - positive_scores.unsqueeze(1) + caption_rows) * negative[caption_image]
+    return image_terms.sum() + caption_terms.sum()
+
+
+def embn_topk_loss(sims: Tensor, positive: Tensor, caption_image: Tensor, *, k: int, margin: float) -> Tensor:
+    """EmbN's loss (Wang et al.; MULE): top-K violated triplets in both directions on Euclidean distances."""
+    distances = torch.sqrt((2.0 - 2.0 * sims).clamp(min=0.0) + 1e-4)  # (n_img, n_txt)
+    cols = torch.arange(sims.shape[1], device=sims.device)
+    positive_distance = distances[caption_image, cols]  # (n_txt,)
+    negative = ~positive
+    # caption -> image: the caption's other images
+    to_images = _hinge(margin + positive_distance.unsqueeze(0) - distances) * negative
+    # image -> caption: the caption's image against captions of other images
+    to_captions = _hinge(margin + positive_distance.unsqueeze(1) - distances[caption_image]) * negative[caption_image]
+    image_loss = _topk_mean(to_images.t(), negative.t(), k)
+    caption_loss = _topk_mean(to_captions, negative[caption_image], k)
+    return 1.5 * image_loss + caption_loss
+
+
+def _topk_mean(violations: Tensor, valid: Tensor, k: int) -> Tensor:
+    """Mean over rows of the K largest valid entries of each row (rows with fewer keep what they have)."""
+    k = min(k, violations.shape[1])
+    if k == 0:
+        return violations.sum() * 0.0
+    top = violations.masked_fill(~valid, NEG_INF).topk(k, dim=1).values
+    kept = torch.isfinite(top)
+    return top.masked_fill(~kept, 0.0).sum() / kept.sum().clamp(min=1)
+
+
+def _hinge(x: Tensor) -> Tensor:
+    return x.clamp(min=0.0)
