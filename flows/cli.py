@@ -1,4 +1,4 @@
-"""The `mmtr` command: look into params and artifacts (later stages add `translate` and `search`)."""
+"""The `mmtr` command: check params, inspect prepared data, translate with (M)MT, search images by text."""
 
 from __future__ import annotations
 
@@ -80,6 +80,41 @@ def translate(args: argparse.Namespace) -> None:
         print(output)
 
 
+def search(args: argparse.Namespace) -> None:
+    """Rank gallery images for a text query with a trained retrieval model."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from features.store import FeatureStore
+    from retrieval.checkpoint import load_retrieval
+    from retrieval.search import describe, fingerprint, gallery_embeddings, hits_json
+    from retrieval.search import search as run_search
+
+    model_dir = Path(args.model)
+    device = torch.device(args.device)
+    loaded = load_retrieval(model_dir / "model.pt", device=device)
+    store_path = Path(args.store or loaded.extra["store"])
+    if not store_path.is_dir():
+        raise InputError(f"{store_path}: feature store not found (pass --store)")
+    store = FeatureStore.open(store_path)
+    images_path = Path(args.prepared) / "images.parquet"
+    if not images_path.is_file():
+        raise InputError(f"{images_path}: prepared images table not found (pass --prepared)")
+    images = pq.read_table(images_path, columns=["image_id", "split", "path"]).to_pylist()
+    wanted = [row for row in images if args.split == "all" or row["split"] == args.split]
+    in_store = set(store.image_ids)
+    image_ids = [row["image_id"] for row in wanted if row["image_id"] in in_store]
+    if not image_ids:
+        raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
+    paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
+    identity = fingerprint(model_dir / "model.pt", store_path / "regions.npy", store_path / "index.parquet")
+    cache = model_dir / f"gallery-{args.split}.pt"
+    gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
+                                 device=device)  # fmt: skip
+    hits = run_search(loaded, gallery, image_ids, " ".join(args.query), args.lang, k=args.k, device=device)
+    print(hits_json(hits, paths) if args.json else describe(hits, paths))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
     trans.add_argument("--beam", type=int, default=5)
     trans.add_argument("--device", default="cpu")
     trans.set_defaults(run=translate)
+    find = commands.add_parser("search", help="search images by text with a trained retrieval model")
+    find.add_argument("query", nargs="+", help="the query text")
+    find.add_argument("--model", required=True, help="model folder, e.g. data/models/retrieval/san-mmt_f")
+    find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
+    find.add_argument("-k", type=int, default=5, help="how many images to list (default 5)")
+    find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
+    find.add_argument("--store", help="FeatureStore folder (default: the one the model was trained with)")
+    find.add_argument("--prepared", default="data/prepared", help="prepared folder with images.parquet")
+    find.add_argument("--images", default="data/raw/synthetic/images", help="image folder the paths are under")
+    find.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    find.add_argument("--device", default="cpu")
+    find.set_defaults(run=search)
     return parser
 
 

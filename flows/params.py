@@ -52,6 +52,8 @@ class Paths:
     mt_models: str  # Marian model folders you hold (e.g. an opus-mt model downloaded elsewhere), one per pair
     synthesized: str  # synthesized captions per target language: <synthesized>/<tgt>.parquet
     augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
+    word_vectors: str  # FastText .vec files you hold for retrieval.vocab.fasttext
+    reports: str  # results.md and index.html
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,62 @@ class SynthesisParams:
 
 
 @dataclass(frozen=True)
+class VocabParams:
+    min_count: int  # words seen fewer times in the training captions become unknown (SCAN/VSE++: 4)
+    max_len: int  # captions are cut to this many tokens
+    fasttext: dict[str, str]  # language -> .vec file in paths.word_vectors (others start random)
+
+
+@dataclass(frozen=True)
+class ObjectiveParams:
+    loss: Literal["auto", "harder", "max_violation", "sum", "topk"]  # auto: the model's own (registry)
+    margin: float  # alpha of Eq. 9
+    beta: dict[str, float]  # language type (<lang>-<origin>) -> beta_l of Eq. 9; {}: equal weights
+    topk: int  # K of the topk (EmbN) loss
+    topk_margin: float
+
+
+@dataclass(frozen=True)
+class RetrievalTrainParams:
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay_epoch: int  # lr * lr_decay from this (0-based) epoch on
+    lr_decay: float
+    clip: float
+    synthetic_fraction: float  # share of synthesized captions per batch when the variant has them
+    patience: int  # epochs without a better validation rsum before stopping; 0: never stop early
+    c2c_probability: float  # chance a step is a caption-caption step (Kadar et al. 2018); 0: off
+
+
+@dataclass(frozen=True)
+class RetrievalEvalParams:
+    protocol: Literal["full", "folds"]  # full: the whole test split (1K/5K); folds: mean over consecutive folds
+    fold_images: int  # images per fold (COCO 5-fold 1K: 1000)
+    val_images: int  # validation uses the first this many val images (the references: 1000)
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class TranslateSearchParams:
+    languages: tuple[str, ...]  # queries in these languages are translated to the pivot by the mt system
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    models: tuple[str, ...]  # registry names; dvc.yaml trains every model x variant
+    variants: tuple[str, ...]  # augmented caption variants: none, mt_f, mt_fb, mmt_f, mmt_fb
+    languages: tuple[str, ...]  # caption languages trained on and evaluated
+    train_kinds: tuple[Literal["comparable", "translation"], ...]  # human caption kinds used for training
+    configs: dict[str, dict[str, Any]]  # model -> settings of its config dataclass (others keep paper defaults)
+    vocab: VocabParams
+    objective: ObjectiveParams
+    train: RetrievalTrainParams
+    evaluation: RetrievalEvalParams
+    translate_search: TranslateSearchParams
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int
     device: str  # auto | cpu | cuda | cuda:<index>
@@ -238,6 +296,7 @@ class Params:
     features: FeaturesParams
     mmt: MMTParams
     synthesis: SynthesisParams
+    retrieval: RetrievalParams
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -278,6 +337,8 @@ def _join(path: str, key: str) -> str:
 
 def _build(kind: Any, value: Any, path: str) -> Any:
     """Convert ``value`` to the annotated type ``kind``, or raise _KeyError naming ``path``."""
+    if kind is Any:  # checked later by its owner (e.g. a model's config dataclass)
+        return value
     origin = get_origin(kind)
     if is_dataclass(kind):
         return _build_dataclass(kind, value, path)
@@ -366,6 +427,7 @@ def _validate(params: Params) -> None:
         ("prepare.parallel.splits", prepare.parallel.splits),
     ):
         _check_split_names(key, splits)
+    _validate_retrieval(params)
 
 
 def _validate_features(features: FeaturesParams) -> None:
@@ -421,6 +483,64 @@ def _validate_mmt(params: Params) -> None:
     _check_range("synthesis.batch_size", params.synthesis.batch_size, 1, 65_536)
     if not params.synthesis.kinds:
         raise _KeyError("synthesis.kinds", "at least one kind of caption (comparable, translation) is needed")
+
+
+def _validate_retrieval(params: Params) -> None:
+    from mmt.augment import VARIANTS
+    from retrieval.registry import MODELS, make_config
+
+    retrieval = params.retrieval
+    for key, names, known in (("retrieval.models", retrieval.models, MODELS),
+                              ("retrieval.variants", retrieval.variants, VARIANTS)):  # fmt: skip
+        if not names:
+            raise _KeyError(key, "at least one is needed")
+        for index, name in enumerate(names):
+            if name not in known:
+                raise _KeyError(f"{key}[{index}]", f"unknown name {name!r}; known: {', '.join(known)}")
+    for name, values in retrieval.configs.items():
+        if name not in MODELS:
+            raise _KeyError(f"retrieval.configs.{name}", f"unknown model; known: {', '.join(MODELS)}")
+        if not isinstance(values, dict):
+            raise _KeyError(f"retrieval.configs.{name}", f"expected a mapping of settings, got {values!r}")
+        try:
+            make_config(name, values)
+        except (TypeError, ValueError) as error:
+            raise _KeyError(f"retrieval.configs.{name}", str(error)) from None
+    for key, codes in (("retrieval.languages", retrieval.languages),
+                       ("retrieval.translate_search.languages", retrieval.translate_search.languages)):  # fmt: skip
+        for index, code in enumerate(codes):
+            if code not in params.languages.all:
+                raise _KeyError(f"{key}[{index}]", f"got {code!r}, allowed: one of {list(params.languages.all)}")
+    if not retrieval.languages:
+        raise _KeyError("retrieval.languages", "at least one language is needed")
+    if retrieval.translate_search.languages and params.languages.pivot not in retrieval.languages:
+        pivot = params.languages.pivot
+        message = f"translate-search queries the pivot ({pivot}); add it to retrieval.languages"
+        raise _KeyError("retrieval.translate_search.languages", message)
+    for lang in retrieval.vocab.fasttext:
+        if lang not in retrieval.languages:
+            message = f"not one of retrieval.languages {list(retrieval.languages)}"
+            raise _KeyError(f"retrieval.vocab.fasttext.{lang}", message)
+    _check_range("retrieval.vocab.min_count", retrieval.vocab.min_count, 1, 1_000_000)
+    _check_range("retrieval.vocab.max_len", retrieval.vocab.max_len, 1, 1000)
+    objective = retrieval.objective
+    for key, beta in objective.beta.items():
+        if not re.fullmatch(r"[a-z]{2}-(human|mt|mmt)", key) or beta < 0:
+            raise _KeyError(f"retrieval.objective.beta.{key}", "expected <lang>-<human|mt|mmt>: a weight >= 0")
+    _check_range("retrieval.objective.topk", objective.topk, 1, 100_000)
+    train = retrieval.train
+    _check_range("retrieval.train.epochs", train.epochs, 1, 10_000)
+    _check_range("retrieval.train.batch_size", train.batch_size, 2, 65_536)
+    _check_range("retrieval.train.lr_decay_epoch", train.lr_decay_epoch, 0, 10_000)
+    _check_range("retrieval.train.patience", train.patience, 0, 10_000)
+    fractions = {"lr": train.lr, "synthetic_fraction": train.synthetic_fraction,
+                 "c2c_probability": train.c2c_probability, "lr_decay": train.lr_decay}  # fmt: skip
+    for key, value in fractions.items():
+        if not 0.0 <= value <= 1.0 or (key == "lr" and value == 0):
+            raise _KeyError(f"retrieval.train.{key}", f"got {value}, allowed: 0 to 1")
+    _check_range("retrieval.evaluation.fold_images", retrieval.evaluation.fold_images, 1, 10_000_000)
+    _check_range("retrieval.evaluation.val_images", retrieval.evaluation.val_images, 1, 10_000_000)
+    _check_range("retrieval.evaluation.batch_size", retrieval.evaluation.batch_size, 1, 65_536)
 
 
 def _validate_languages(languages: Languages) -> None:

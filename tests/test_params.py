@@ -100,7 +100,7 @@ def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str
         assert stage["cmd"].startswith(f"python -m flows.{name} "), name
         module = importlib.import_module(f"flows.{name}")
         assert callable(module.main)
-        for entry in stage["params"]:
+        for entry in stage.get("params", []):
             node: Any = tree
             for part in entry.split("."):
                 assert part in node, f"stage {name} lists params {entry!r} that params.yaml lacks"
@@ -108,3 +108,33 @@ def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str
         text = yaml.safe_dump(stage)
         for key in re.findall(r"\$\{paths\.(\w+)\}", text):
             assert key in tree["paths"], f"stage {name} uses ${{paths.{key}}} that params.yaml lacks"
+
+
+def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, Any]) -> None:
+    from mmt.augment import VARIANTS
+    from retrieval.registry import MODELS, make_config
+
+    params = parse_params(tree)
+    assert set(params.retrieval.models) <= set(MODELS)
+    assert set(params.retrieval.variants) <= set(VARIANTS)
+    for name, values in params.retrieval.configs.items():
+        make_config(name, values)  # every configured setting is a field of the model's config
+
+
+@pytest.mark.parametrize(
+    ("key_path", "value", "expected"),
+    [
+        ("retrieval.models", ["san", "clip"], r"retrieval\.models\[1\]: unknown name 'clip'; known: san, dan, scan"),
+        ("retrieval.variants", ["mmt_x"], r"retrieval\.variants\[0\]: unknown name 'mmt_x'; known: none, mt_f"),
+        ("retrieval.configs.san", {"hiden": 4}, r"retrieval\.configs\.san: san: unknown settings \['hiden'\]"),
+        ("retrieval.configs.clip", {}, r"retrieval\.configs\.clip: unknown model"),
+        ("retrieval.languages", ["en", "ja"], r"retrieval\.languages\[1\]: got 'ja', allowed: one of"),
+        ("retrieval.objective.loss", "triplet", r"retrieval\.objective\.loss: got 'triplet', allowed: auto"),
+        ("retrieval.objective.beta", {"english": 1.0}, r"retrieval\.objective\.beta\.english: expected <lang>-"),
+        ("retrieval.train.synthetic_fraction", 1.5, r"retrieval\.train\.synthetic_fraction: got 1\.5"),
+        ("retrieval.vocab.fasttext", {"fr": "cc.fr.300.vec"}, r"retrieval\.vocab\.fasttext\.fr: not one of"),
+    ],
+)
+def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, expected: str) -> None:
+    with pytest.raises(ParamsError, match=expected):
+        parse_params(edited(tree, key_path, value))

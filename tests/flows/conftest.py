@@ -51,3 +51,21 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
         ]
     )
     return TinyDataset(root, params, raw, prepared)
+
+
+@pytest.fixture(scope="session")
+def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Features, both MMT directions, synthesis and the augmented variants of the tiny dataset (run once)."""
+    from flows import augment, synthesize, train_mmt
+    from tests.flows.test_features_flow import run_features
+
+    root = tmp_path_factory.mktemp("mmt")
+    store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
+    common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
+              "--store", str(store), "--models", str(root / "models")]  # fmt: skip
+    train_mmt.main([*common, "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])
+    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
+    augment.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
+                  "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
+                  "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
+    return root

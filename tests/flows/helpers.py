@@ -27,6 +27,15 @@ def tiny_params_tree(features: dict[str, Any] | None = None, **prepare_changes: 
     tree["mmt"]["pretrain"].update(epochs=1, batch_size=16)
     tree["mmt"]["finetune"].update(epochs=2, batch_size=4)
     tree["synthesis"].update(shard_size=10, beam=2)
+    retrieval = tree["retrieval"]
+    tiny = {"word_dim": 8, "hidden": 8}
+    retrieval["configs"] = {name: dict(tiny) for name in ("san", "dan", "scan", "vsepp", "multihead")}
+    retrieval["configs"]["mule"] = {**tiny, "mule_dim": 8, "embed_dim": 8, "image_hidden": 8, "pretrain_epochs": 1}
+    retrieval["configs"]["multihead"].update(attention_dim=8, context_dim=8)
+    retrieval["configs"]["parallel_embn"] = {**tiny, "embed_dim": 8, "image_hidden": 8}
+    retrieval.update(models=["san", "vsepp"], variants=["none", "mmt_f"])
+    retrieval["vocab"].update(min_count=1)
+    retrieval["train"].update(epochs=2, batch_size=16, lr_decay_epoch=1)
     return tree
 
 

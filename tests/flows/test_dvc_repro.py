@@ -18,9 +18,10 @@ from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
-CODE = ["corpora", "features", "mmt", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"]
-CODE += ["data/raw/feature-inputs", "data/raw/mt-models"]
-STAGES = ("generate", "prepare", "features", "train_mmt@de", "synthesize@de", "augment")
+CODE = ["corpora", "features", "mmt", "retrieval", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
+STAGES = ("generate", "prepare", "features", "train_mmt@de", "synthesize@de", "augment", "report")
+STAGES += tuple(f"train_retrieval@{model}-{variant}" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -63,6 +64,8 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert all(f"Stage '{stage}' didn't change, skipping" in second for stage in STAGES)
     metrics = run(["dvc", "metrics", "show", "--json"], root, env)
     assert "probe" in metrics and "colour" in metrics
+    assert "data/metrics/retrieval/san-mmt_f.json" in metrics and "rsum" in metrics
+    assert "| san | MMT(f) |" in (root / "data" / "reports" / "results.md").read_text()
 
     write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
     third = run([sys.executable, "-m", "flows.pipeline", "prepare"], root, env)  # dvc repro prepare, as a flow

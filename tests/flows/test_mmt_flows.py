@@ -12,26 +12,11 @@ import pytest
 import torch
 
 from corpora.tables import read_captions
-from flows import augment, cli, synthesize, train_mmt
+from flows import cli, synthesize, train_mmt
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
-from tests.flows.test_features_flow import run_features
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("mmt")
-    store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
-    common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-              "--store", str(store), "--models", str(root / "models")]  # fmt: skip
-    train_mmt.main([*common, "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])
-    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
-    augment.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
-                  "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
-                  "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
-    return root
 
 
 def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) -> None:

@@ -1,0 +1,42 @@
+"""Stage `report`: paper-style tables of every retrieval run (results.md) and a page with plots and samples.
+
+Rows are model x variant, columns R@K per direction and language (and translate-search), from the metrics
+files the `train_retrieval@<model>-<variant>` stages wrote; `index.html` adds an rsum chart and synthesized
+captions next to their images.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from prefect import flow, tags
+
+from flows.params import Params
+from flows.stage import run_stage, run_tags, stage_parser
+from tasks.retrieval import write_report
+
+SAMPLES = 6  # images with their synthesized captions on the page
+
+
+@flow(name="report", log_prints=True, persist_result=False)
+def report(metrics: str, augmented: str, prepared: str, images: str, out: str) -> str:
+    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES)
+    print(markdown)
+    return markdown
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = stage_parser("report", __doc__ or "")
+    for name in ("metrics", "augmented", "prepared", "images", "out"):
+        parser.add_argument(f"--{name}", required=True)
+
+    def body(args: argparse.Namespace, params: Params) -> None:
+        with tags(*run_tags("report")):
+            report(args.metrics, args.augmented, args.prepared, args.images, args.out)
+
+    run_stage(parser, argv, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Stage `train_retrieval@<model>-<variant>`: train one retrieval model on one caption variant, then test it.
+
+Trains on the variant's training captions (human + synthesized, mixed in equal portions per batch), keeps the
+epoch with the best validation rsum, and writes `model.pt` and the test metrics (R@1/5/10 per language and
+direction, rsum, mR, median/mean rank; translate-search when configured).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, tags
+
+from corpora.io import InputError
+from flows.params import Params
+from flows.stage import run_stage, run_tags, stage_parser
+from mmt.augment import VARIANTS
+from retrieval.registry import MODELS
+from tasks.mmt import Runtime
+from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model
+from tasks.runtime import device_name
+
+
+@flow(name="train_retrieval", log_prints=True, persist_result=False)
+def train_retrieval(
+    params: Params, model: str, variant: str, augmented: str, store: str, word_vectors: str, mt_models: str, out: str,
+    metrics: str, runtime: Runtime,
+) -> dict[str, Any]:  # fmt: skip
+    captions = str(Path(augmented) / variant / "captions.parquet")
+    summary = train_retrieval_model(params, model, captions, store, word_vectors, out, runtime)
+    print(f"{model}-{variant}: best validation rsum {summary['best_val_rsum']:.1f} at epoch {summary['best_epoch']}")
+    # Test on the human captions of the prepared data (the same rows in every variant).
+    return evaluate_retrieval_model(params, out, captions, store, mt_models, metrics, runtime)
+
+
+def check_names(model: str, variant: str) -> None:
+    """Unknown names end the stage with the known ones listed."""
+    if model not in MODELS:
+        raise InputError(f"unknown retrieval model {model!r}; known: {', '.join(sorted(MODELS))}")
+    if variant not in VARIANTS:
+        raise InputError(f"unknown caption variant {variant!r}; known: {', '.join(VARIANTS)}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = stage_parser("train_retrieval", __doc__ or "")
+    parser.add_argument("--model", required=True, help="registry name (one of retrieval.models)")
+    parser.add_argument("--variant", required=True, help="caption variant (one of retrieval.variants)")
+    for name in ("augmented", "store", "word_vectors", "mt_models", "out", "metrics"):
+        parser.add_argument(f"--{name}", required=True)
+
+    def body(args: argparse.Namespace, params: Params) -> None:
+        check_names(args.model, args.variant)
+        runtime = Runtime(device_name(params.device), params.precision)
+        with tags(*run_tags("train_retrieval"), f"model:{args.model}", f"variant:{args.variant}"):
+            train_retrieval(params, args.model, args.variant, args.augmented, args.store, args.word_vectors,
+                            args.mt_models, args.out, args.metrics, runtime)  # fmt: skip
+
+    run_stage(parser, argv, body)
+
+
+if __name__ == "__main__":
+    main()

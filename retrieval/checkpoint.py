@@ -1,0 +1,115 @@
+"""``model.pt`` of a trained retrieval model: weights, model name and config, vocabulary, language types.
+
+A plain dict that ``torch.load(weights_only=True)`` reads, so loading a file from elsewhere never runs pickled
+code. Loading checks that the file holds the model asked for and that the weights fit its config.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from corpora.io import InputError, atomic_path
+from retrieval.model import RetrievalModel
+from retrieval.registry import UnknownModelError, build_model, make_config
+from retrieval.vocab import Vocabulary
+
+PathLike = str | os.PathLike[str]
+KEYS = {"model", "config", "vocab", "type_names", "type_weights", "region_dim", "max_len", "state_dict", "extra"}
+
+
+@dataclass
+class LoadedModel:
+    """Attributes:
+    name: Registry name of the model.
+    model: The model, in eval mode, on the requested device.
+    vocab: Its vocabulary (and languages).
+    type_names: Language types it was trained with.
+    max_len: Longest caption in tokens.
+    extra: What training stored beside the weights (history, feature store identity).
+    """
+
+    name: str
+    model: RetrievalModel
+    vocab: Vocabulary
+    type_names: tuple[str, ...]
+    max_len: int
+    extra: dict[str, Any]
+
+
+def save_retrieval(
+    path: PathLike,
+    model: RetrievalModel,
+    *,
+    config: Any,
+    vocab: Vocabulary,
+    type_names: tuple[str, ...],
+    type_weights: list[float],
+    region_dim: int,
+    max_len: int,
+    extra: dict[str, Any],
+) -> None:
+    """Write everything :func:`load_retrieval` needs, atomically."""
+    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    checkpoint = {
+        "model": model.name,
+        "config": asdict(config),
+        "vocab": vocab.to_dict(),
+        "type_names": list(type_names),
+        "type_weights": list(type_weights),
+        "region_dim": region_dim,
+        "max_len": max_len,
+        "state_dict": state,
+        "extra": extra,
+    }
+    with atomic_path(path) as tmp:
+        torch.save(checkpoint, tmp)
+
+
+def load_retrieval(path: PathLike, *, device: torch.device, expect_model: str | None = None) -> LoadedModel:
+    """The model stored at ``path``.
+
+    Raises:
+        InputError: a missing or unreadable file, one that is not a retrieval checkpoint, one holding another
+            model than ``expect_model``, an unknown model name, or weights that do not fit the stored config
+            (missing, unexpected and mis-shaped parameters listed).
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: retrieval checkpoint not found")
+    try:
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    except Exception as error:  # torch raises several kinds for a file of another format
+        raise InputError(f"{path}: not a readable retrieval checkpoint ({error})") from error
+    if not isinstance(checkpoint, dict) or not checkpoint.keys() >= KEYS:
+        raise InputError(f"{path}: not a retrieval checkpoint (expected the keys {sorted(KEYS)})")
+    name = checkpoint["model"]
+    if expect_model is not None and name != expect_model:
+        raise InputError(f"{path}: holds a {name!r} model, not {expect_model!r}")
+    vocab = Vocabulary.from_dict(checkpoint["vocab"])
+    try:
+        config = make_config(name, checkpoint["config"])
+        model = build_model(name, config, vocab_size=len(vocab), languages=len(vocab.languages),
+                            region_dim=int(checkpoint["region_dim"]))  # fmt: skip
+    except (UnknownModelError, ValueError, TypeError) as error:
+        raise InputError(f"{path}: {error}") from error
+    _load_weights(path, model, checkpoint["state_dict"])
+    model.to(device).eval()
+    return LoadedModel(name, model, vocab, tuple(checkpoint["type_names"]), int(checkpoint["max_len"]),
+                       dict(checkpoint["extra"]))  # fmt: skip
+
+
+def _load_weights(path: PathLike, model: RetrievalModel, state: dict[str, torch.Tensor]) -> None:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [f"{key}: {tuple(state[key].shape)} vs {tuple(own[key].shape)}" for key in sorted(set(own) & set(state))
+              if state[key].shape != own[key].shape]  # fmt: skip
+    if missing or unexpected or shapes:
+        raise InputError(
+            f"{path}: weights do not fit a {model.name!r} model of the stored config; "
+            f"missing {missing[:10]}, unexpected {unexpected[:10]}, mis-shaped {shapes[:10]}"
+        )
+    model.load_state_dict(state)

@@ -1,0 +1,210 @@
+"""Captions as token-id arrays tied to FeatureStore rows, and the batches the trainer draws from them.
+
+Images are never held in memory as a whole: a batch reads the rows it needs from the region memory map
+(:class:`features.store.FeatureStore` or anything with its ``batch`` method), so peak memory does not grow
+with the number of images.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from corpora.io import InputError
+from retrieval.model import ImageBatch, TextBatch
+from retrieval.vocab import EmptyCaptionError, Vocabulary
+
+
+class RegionLookup(Protocol):
+    """Region features by image row (:class:`features.store.FeatureStore` is one)."""
+
+    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, K, D) features, (B, K) bool mask of valid regions, (B, K, 4) boxes."""
+        ...
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One caption row of the canonical captions table (the columns retrieval reads)."""
+
+    caption_id: str
+    image_id: str
+    lang: str
+    text: str
+    origin: str
+
+
+def language_type(lang: str, origin: str) -> str:
+    """The paper's language type l of Eq. 9: language plus origin, e.g. ``en-human``, ``de-mmt``."""
+    return f"{lang}-{origin}"
+
+
+@dataclass(frozen=True)
+class CaptionSet:
+    """Encoded captions.
+
+    Attributes:
+        caption_ids: Id of each caption.
+        image_ids: Image of each caption.
+        tokens: Token ids of each caption (1-D int64 arrays, no padding).
+        image_rows: (N,) FeatureStore row of each caption's image.
+        langs: (N,) index of each caption's language in the vocabulary's languages.
+        types: (N,) index of each caption's language type in ``type_names``.
+        type_names: The language types (``<lang>-<origin>``).
+        synthetic: (N,) True for machine-translated captions.
+    """
+
+    caption_ids: tuple[str, ...]
+    image_ids: tuple[str, ...]
+    tokens: tuple[np.ndarray, ...]
+    image_rows: np.ndarray
+    langs: np.ndarray
+    types: np.ndarray
+    type_names: tuple[str, ...]
+    synthetic: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.caption_ids)
+
+    def subset(self, indices: np.ndarray) -> CaptionSet:
+        return CaptionSet(
+            tuple(self.caption_ids[i] for i in indices),
+            tuple(self.image_ids[i] for i in indices),
+            tuple(self.tokens[i] for i in indices),
+            self.image_rows[indices],
+            self.langs[indices],
+            self.types[indices],
+            self.type_names,
+            self.synthetic[indices],
+        )
+
+
+def encode_captions(
+    captions: Sequence[Caption],
+    vocab: Vocabulary,
+    image_rows: Mapping[str, int],
+    *,
+    max_len: int,
+    source: str,
+    type_names: Sequence[str] | None = None,
+) -> CaptionSet:
+    """Tokenize ``captions`` and look up their images' rows.
+
+    Args:
+        image_rows: image id -> FeatureStore row.
+        source: Names the captions in errors (e.g. the table's path and split).
+        type_names: Fix the language-type order (a checkpoint's); default: sorted types of ``captions``.
+
+    Raises:
+        InputError: no captions; images the store lacks (ids named); an empty caption (id named); a language or
+            language type the vocabulary or ``type_names`` does not know.
+    """
+    if not captions:
+        raise InputError(f"{source}: no captions")
+    missing = sorted({c.image_id for c in captions if c.image_id not in image_rows})
+    if missing:
+        raise InputError(
+            f"{source}: {len(missing)} image(s) have captions but no region features, e.g. {missing[:5]}; "
+            "the feature store and the captions must come from the same prepared dataset"
+        )
+    names = tuple(type_names) if type_names is not None else tuple(sorted({_type(c) for c in captions}))
+    unknown_types = sorted({_type(c) for c in captions} - set(names))
+    if unknown_types:
+        raise InputError(f"{source}: language types {unknown_types} are not among {list(names)}")
+    tokens = []
+    for caption in captions:
+        if caption.lang not in vocab.languages:
+            raise InputError(
+                f"{source}: caption {caption.caption_id} is in {caption.lang!r}; "
+                f"the model's languages are {list(vocab.languages)}"
+            )
+        try:
+            tokens.append(np.asarray(vocab.encode(caption.text, caption.lang, max_len=max_len), dtype=np.int64))
+        except EmptyCaptionError as error:
+            raise InputError(f"{source}: caption {caption.caption_id}: {error}") from error
+    type_index = {name: index for index, name in enumerate(names)}
+    return CaptionSet(
+        caption_ids=tuple(c.caption_id for c in captions),
+        image_ids=tuple(c.image_id for c in captions),
+        tokens=tuple(tokens),
+        image_rows=np.array([image_rows[c.image_id] for c in captions], dtype=np.int64),
+        langs=np.array([vocab.lang_index(c.lang) for c in captions], dtype=np.int64),
+        types=np.array([type_index[_type(c)] for c in captions], dtype=np.int64),
+        type_names=names,
+        synthetic=np.array([c.origin != "human" for c in captions], dtype=bool),
+    )
+
+
+def _type(caption: Caption) -> str:
+    return language_type(caption.lang, caption.origin)
+
+
+def text_batch(captions: CaptionSet, indices: Sequence[int] | np.ndarray) -> TextBatch:
+    """Padded (B, L) token ids of the captions at ``indices``, with lengths and languages."""
+    chosen = [captions.tokens[i] for i in indices]
+    lengths = torch.tensor([len(tokens) for tokens in chosen], dtype=torch.long)
+    padded = torch.zeros(len(chosen), int(lengths.max()), dtype=torch.long)
+    for row, tokens in enumerate(chosen):
+        padded[row, : len(tokens)] = torch.from_numpy(tokens)
+    return TextBatch(padded, lengths, torch.from_numpy(captions.langs[np.asarray(indices)]))
+
+
+def image_batch(regions: RegionLookup, rows: Sequence[int] | np.ndarray) -> ImageBatch:
+    """Float32 features and masks of the store ``rows`` (read from the memory map)."""
+    features, mask, _ = regions.batch(rows)
+    return ImageBatch(torch.from_numpy(features.astype(np.float32)), torch.from_numpy(mask))
+
+
+def images_of(image_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows in order of first appearance, and each caption's index among them."""
+    unique, first, inverse = np.unique(image_rows, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order))
+    return unique[order], position[inverse]
+
+
+@dataclass(frozen=True)
+class BalancedSampler:
+    """Random batches with an equal portion of original and synthesized captions (section 3.3).
+
+    An epoch is one pass over the original captions; each batch adds ``synthetic_fraction`` of synthesized
+    ones, drawn without replacement and reshuffled when they run out. With no synthesized captions, batches
+    are plain random batches of all captions. Deterministic for a given seed and epoch.
+    """
+
+    synthetic: np.ndarray
+    batch_size: int
+    synthetic_fraction: float = 0.5
+    seed: int = 0
+
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch])
+        original = np.flatnonzero(~self.synthetic)
+        synthesized = np.flatnonzero(self.synthetic)
+        if len(synthesized) == 0 or self.synthetic_fraction == 0.0:
+            order = rng.permutation(np.arange(len(self.synthetic)))
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        per_batch_synthetic = max(1, round(self.batch_size * self.synthetic_fraction))
+        per_batch_original = max(1, self.batch_size - per_batch_synthetic)
+        count = math.ceil(len(original) / per_batch_original)
+        originals = rng.permutation(original)
+        needed = count * per_batch_synthetic
+        rounds = math.ceil(needed / len(synthesized))
+        synthetic_stream = np.concatenate([rng.permutation(synthesized) for _ in range(rounds)])
+        batches = []
+        for b in range(count):
+            own = originals[b * per_batch_original : (b + 1) * per_batch_original]
+            extra = synthetic_stream[b * per_batch_synthetic : (b + 1) * per_batch_synthetic]
+            batches.append(np.concatenate([own, extra]))
+        return batches
+
+
+def chunks(count: int, size: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, count, size):
+        yield start, min(start + size, count)

@@ -1,0 +1,116 @@
+"""Encoding whole splits in batches and scoring them: what validation, test evaluation and search share."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from retrieval.data import CaptionSet, RegionLookup, chunks, image_batch, images_of, text_batch
+from retrieval.evaluation import Metrics, folded_metrics, rank_metrics
+from retrieval.model import Embedded, RetrievalModel
+
+AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
+
+
+def _no_autocast() -> contextlib.AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode and no autograd inside; the previous train/eval mode restored after (VSE++ issue #4)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def encode_images(
+    model: RetrievalModel,
+    regions: RegionLookup,
+    rows: np.ndarray,
+    *,
+    device: torch.device,
+    batch_size: int = 256,
+    autocast: AutocastFactory = _no_autocast,
+) -> Embedded:
+    """Embeddings of the store ``rows`` (on the CPU, float32)."""
+    parts = []
+    with evaluating(model):
+        for start, stop in chunks(len(rows), batch_size):
+            with autocast():
+                encoded = model.encode_images(image_batch(regions, rows[start:stop]).to(device))
+            parts.append(_to_cpu(encoded))
+    return Embedded.cat(parts)
+
+
+def encode_texts(
+    model: RetrievalModel,
+    captions: CaptionSet,
+    *,
+    device: torch.device,
+    batch_size: int = 256,
+    autocast: AutocastFactory = _no_autocast,
+) -> Embedded:
+    """Embeddings of every caption of ``captions`` (on the CPU, float32)."""
+    parts = []
+    with evaluating(model):
+        for start, stop in chunks(len(captions), batch_size):
+            with autocast():
+                encoded = model.encode_texts(text_batch(captions, np.arange(start, stop)).to(device))
+            parts.append(_to_cpu(encoded))
+    return Embedded.cat(parts)
+
+
+def similarity_matrix(
+    model: RetrievalModel,
+    images: Embedded,
+    texts: Embedded,
+    *,
+    device: torch.device,
+    image_chunk: int = 1024,
+    autocast: AutocastFactory = _no_autocast,
+) -> Tensor:
+    """(n_img, n_txt) scores on the CPU; images go to ``device`` a chunk at a time, captions once."""
+    on_device = texts.detached(device)
+    rows = []
+    with evaluating(model):
+        for start, stop in chunks(len(images), image_chunk):
+            with autocast():
+                scores = model.similarity(images.slice(start, stop).detached(device), on_device)
+            rows.append(scores.float().cpu())
+    return torch.cat(rows)
+
+
+def evaluate(
+    model: RetrievalModel,
+    captions: CaptionSet,
+    regions: RegionLookup,
+    *,
+    device: torch.device,
+    fold_images: int | None = None,
+    batch_size: int = 256,
+    autocast: AutocastFactory = _no_autocast,
+) -> Metrics:
+    """R@K of ``captions`` against their images (in order of first appearance).
+
+    ``fold_images`` set: the mean over consecutive folds of that many images (COCO 5-fold 1K).
+    """
+    rows, caption_image = images_of(captions.image_rows)
+    images = encode_images(model, regions, rows, device=device, batch_size=batch_size, autocast=autocast)
+    texts = encode_texts(model, captions, device=device, batch_size=batch_size, autocast=autocast)
+    sims = similarity_matrix(model, images, texts, device=device, autocast=autocast)
+    index = torch.from_numpy(caption_image)
+    return rank_metrics(sims, index) if fold_images is None else folded_metrics(sims, index, fold_images)
+
+
+def _to_cpu(encoded: Embedded) -> Embedded:
+    vectors = encoded.vectors.detach().float().cpu()
+    return Embedded(vectors, None if encoded.mask is None else encoded.mask.cpu())

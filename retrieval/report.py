@@ -1,0 +1,112 @@
+"""Paper-style results tables from the retrieval metrics files, as Markdown and as a small HTML page.
+
+Rows are model x variant, columns R@1/5/10 of text->image and image->text per language, plus rsum (like
+Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and sampled synthesized captions next to
+their images.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+VARIANT_NAMES = {"none": "-", "mt_f": "MT(f)", "mt_fb": "MT(f+b)", "mmt_f": "MMT(f)", "mmt_fb": "MMT(f+b)"}
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """An image with its human caption and the captions synthesized from it (for the HTML page)."""
+
+    image_id: str
+    png: bytes
+    captions: tuple[tuple[str, str], ...]  # (label, text)
+
+
+def split_run(name: str) -> tuple[str, str]:
+    """``san-mmt_f`` -> (``san``, ``mmt_f``)."""
+    model, _, variant = name.rpartition("-")
+    return model, variant
+
+
+def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    langs: list[str] = []
+    for metrics in results.values():
+        langs += [key for key, value in metrics.items() if isinstance(value, dict) and "t2i" in value]
+    return list(dict.fromkeys(langs))
+
+
+def results_markdown(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """One table per language (and per translate-search language), rows sorted by model then variant."""
+    lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed.", ""]
+    for lang in languages_of(results):
+        lines += [f"## {lang}", "", *_table({name: m[lang] for name, m in results.items() if lang in m}), ""]
+    searched = {name: m["translate_search"] for name, m in results.items() if "translate_search" in m}
+    for lang in sorted({lang for per_lang in searched.values() for lang in per_lang}):
+        lines += [f"## translate-search: {lang} queries translated to the pivot (Table 5)", ""]
+        lines += [*_table({name: per_lang[lang] for name, per_lang in searched.items() if lang in per_lang}), ""]
+    return "\n".join(lines)
+
+
+def _table(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    header = ["model", "variant", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in sorted(rows, key=lambda n: (split_run(n)[0], list(VARIANT_NAMES).index(split_run(n)[1]))):
+        metrics = rows[name]
+        model, variant = split_run(name)
+        cells = [model, VARIANT_NAMES.get(variant, variant)]
+        cells += [f"{metrics[direction][f'r{k}']:.1f}" for direction in ("t2i", "i2t") for k in KS]
+        cells.append(f"{metrics['rsum']:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def results_html(results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sample]) -> str:
+    """A self-contained page: the tables, an rsum bar chart per language, and synthesized-caption samples."""
+    body = ["<h1>Retrieval results</h1>"]
+    for lang in languages_of(results):
+        rows = {name: m[lang] for name, m in results.items() if lang in m}
+        body += [f"<h2>{html.escape(lang)}</h2>", _html_table(rows), _rsum_chart(rows)]
+    if samples:
+        body.append("<h2>Synthesized captions</h2>")
+        for sample in samples:
+            image = base64.b64encode(sample.png).decode()
+            items = "".join(
+                f"<li><b>{html.escape(label)}</b>: {html.escape(text)}</li>" for label, text in sample.captions
+            )
+            alt = html.escape(sample.image_id)
+            body.append(
+                f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{alt}"><ul>{items}</ul></div>'
+            )
+    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}.sample{display:flex;gap:1em;margin:1em 0}"
+             ".sample img{width:160px;height:160px}")  # fmt: skip
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>Retrieval results</title><style>{style}</style>" \
+           f"</head><body>{''.join(body)}</body></html>\n"  # fmt: skip
+
+
+def _html_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    lines = _table(rows)
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(cell)}</th>" for cell in header) + "</tr>"]
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        out.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def _rsum_chart(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """Horizontal bars of rsum (out of 600), one per run, as inline SVG."""
+    names = sorted(rows)
+    height = 22 * len(names) + 10
+    bars = []
+    for index, name in enumerate(names):
+        rsum = float(rows[name]["rsum"])
+        y = 5 + 22 * index
+        bars.append(f'<text x="0" y="{y + 14}" font-size="12">{html.escape(name)}</text>'
+                    f'<rect x="160" y="{y}" width="{rsum * 0.6:.1f}" height="16" fill="#4a7ab8"/>'
+                    f'<text x="{165 + rsum * 0.6:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>')  # fmt: skip
+    return f'<svg width="560" height="{height}" role="img" aria-label="rsum per run">{"".join(bars)}</svg>'

@@ -1,0 +1,286 @@
+"""Training a retrieval model: the paper's schedule, the multilingual ranking loss, best validation rsum kept.
+
+Huang et al. 2020, section 4.2: Adam 5e-4, 5e-5 after the 15th epoch, batches of 128, 24 epochs, the model
+with the best validation performance (rsum summed over the validation languages) kept. Batches mix original
+and synthesized captions in equal portions (section 3.3). Options:
+- c2c (Kádár et al. 2018): with probability ``c2c_probability`` a step is instead a caption-caption ranking
+  step on pairs of captions of the same image in two languages (VSE++ max-violation, captions of the same
+  image masked), for models with one vector per caption.
+- a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
+Deterministic on the CPU for a given seed and thread count.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
+from retrieval.evaluation import Metrics
+from retrieval.inference import AutocastFactory, _no_autocast, evaluate
+from retrieval.losses import RankingLoss, harder_negative_loss
+from retrieval.model import BatchContext, RetrievalModel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Attributes (defaults: Huang et al. 2020, section 4.2):
+    epochs: Passes over the original training captions.
+    batch_size: Captions per batch.
+    lr: Adam learning rate.
+    lr_decay_epoch: From this epoch on (0-based), the rate is ``lr * lr_decay``.
+    lr_decay: Factor of the step decay.
+    clip: Largest gradient L2 norm (VSE++/SCAN: 2).
+    synthetic_fraction: Share of synthesized captions in a batch when a variant has them (section 3.3: 0.5).
+    patience: Stop after this many epochs without a better validation rsum; 0 = run every epoch.
+    c2c_probability: Chance that a step is a caption-caption step (Kádár et al.: 0.5; 0 = off).
+    eval_batch_size: Items per encoding batch in validation.
+    seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
+    """
+
+    epochs: int = 24
+    batch_size: int = 128
+    lr: float = 5e-4
+    lr_decay_epoch: int = 15
+    lr_decay: float = 0.1
+    clip: float = 2.0
+    synthetic_fraction: float = 0.5
+    patience: int = 0
+    c2c_probability: float = 0.0
+    eval_batch_size: int = 256
+    seed: int = 0
+
+
+@dataclass
+class FitResult:
+    """Attributes:
+    best_epoch: 0-based epoch of the kept weights.
+    best_rsum: Validation rsum (summed over languages) of the kept weights.
+    history: One entry per epoch: losses, validation metrics, throughput.
+    """
+
+    best_epoch: int
+    best_rsum: float
+    history: list[dict[str, object]] = field(default_factory=list)
+
+
+def learning_rate(config: TrainConfig, epoch: int) -> float:
+    return config.lr * (config.lr_decay if epoch >= config.lr_decay_epoch else 1.0)
+
+
+def fit(
+    model: RetrievalModel,
+    train: CaptionSet,
+    validation: Mapping[str, CaptionSet],
+    regions: RegionLookup,
+    *,
+    loss: RankingLoss,
+    type_weights: Tensor,
+    config: TrainConfig,
+    device: torch.device,
+    autocast: AutocastFactory = _no_autocast,
+    on_epoch: Callable[[dict[str, object]], None] | None = None,
+) -> FitResult:
+    """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
+
+    Args:
+        train: Training captions (``synthetic`` marks the synthesized ones).
+        validation: Validation captions per language (human captions); their rsums are summed.
+        regions: Region features by row (the FeatureStore memory map).
+        type_weights: beta_l per entry of ``train.type_names`` (Eq. 9).
+        on_epoch: Called with each epoch's log entry (progress reporting).
+    """
+    torch.manual_seed(config.seed)
+    model.to(device)
+    rng = np.random.default_rng([config.seed, 1])
+    pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, config.seed)
+    weights = type_weights.to(device)
+    c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
+    result = FitResult(best_epoch=-1, best_rsum=float("-inf"))
+    best_state: dict[str, Tensor] | None = None
+    steps_total = max(1, config.epochs * len(sampler.batches(0)))
+    step = 0
+    for epoch in range(config.epochs):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(config, epoch)
+        model.train()
+        started, losses, c2c_losses = time.perf_counter(), [], []
+        batches = sampler.batches(epoch)
+        for indices in batches:
+            progress = step / steps_total
+            if c2c_pairs is not None and rng.random() < config.c2c_probability:
+                value = _c2c_step(model, train, c2c_pairs, optimizer, config, device, autocast, rng, loss.margin)
+                c2c_losses.append(value)
+            else:
+                value = _ranking_step(model, train, indices, regions, optimizer, loss, weights, config, device,
+                                      autocast, progress)  # fmt: skip
+                losses.append(value)
+            step += 1
+        seconds = time.perf_counter() - started
+        metrics = {lang: evaluate(model, captions, regions, device=device, batch_size=config.eval_batch_size,
+                                  autocast=autocast) for lang, captions in validation.items()}  # fmt: skip
+        rsum = float(sum(m["rsum"] for m in metrics.values()))
+        entry: dict[str, object] = {
+            "epoch": epoch,
+            "lr": learning_rate(config, epoch),
+            "loss": float(np.mean(losses)) if losses else None,
+            "c2c_loss": float(np.mean(c2c_losses)) if c2c_losses else None,
+            "steps_per_s": len(batches) / seconds if seconds > 0 else None,
+            "val_rsum": rsum,
+            "val": {lang: _summary(m) for lang, m in metrics.items()},
+        }
+        result.history.append(entry)
+        logger.info("epoch %d: loss %.4f, validation rsum %.1f (%.1f steps/s)", epoch, entry["loss"] or 0.0, rsum,
+                    entry["steps_per_s"] or 0.0)  # fmt: skip
+        if on_epoch is not None:
+            on_epoch(entry)
+        if rsum > result.best_rsum:
+            result.best_epoch, result.best_rsum = epoch, rsum
+            best_state = copy.deepcopy(model.state_dict())
+        elif config.patience and epoch - result.best_epoch >= config.patience:
+            break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return result
+
+
+def _ranking_step(
+    model: RetrievalModel,
+    train: CaptionSet,
+    indices: np.ndarray,
+    regions: RegionLookup,
+    optimizer: torch.optim.Optimizer,
+    loss: RankingLoss,
+    type_weights: Tensor,
+    config: TrainConfig,
+    device: torch.device,
+    autocast: AutocastFactory,
+    progress: float,
+) -> float:
+    rows, caption_image = images_of(train.image_rows[indices])
+    texts = text_batch(train, indices).to(device)
+    images = image_batch(regions, rows).to(device)
+    caption_index = torch.from_numpy(caption_image).to(device)
+    with autocast():
+        image_embedded = model.encode_images(images)
+        text_embedded = model.encode_texts(texts)
+        sims = model.similarity(image_embedded, text_embedded).float()
+        types = torch.from_numpy(train.types[indices]).to(device)
+        total = loss(sims, caption_index, types, type_weights)
+        context = BatchContext(caption_index, texts.langs, progress)
+        for extra in model.extra_losses(image_embedded, text_embedded, context).values():
+            total = total + extra.float()
+    return _apply(model, optimizer, total, config.clip)
+
+
+def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tensor, clip: float) -> float:
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()  # type: ignore[no-untyped-call]
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return float(total.detach())
+
+
+def _cross_lingual_pairs(train: CaptionSet) -> dict[int, dict[int, np.ndarray]]:
+    """Image row -> language -> indices of its captions, for images with captions in two or more languages."""
+    by_image: dict[int, dict[int, list[int]]] = {}
+    for index, (row, lang) in enumerate(zip(train.image_rows.tolist(), train.langs.tolist(), strict=True)):
+        by_image.setdefault(row, {}).setdefault(lang, []).append(index)
+    pairs = {row: {lang: np.array(ids) for lang, ids in langs.items()} for row, langs in by_image.items()}
+    pairs = {row: langs for row, langs in pairs.items() if len(langs) >= 2}
+    if not pairs:
+        raise ValueError("c2c ranking needs images with captions in two or more languages; the training set has none")
+    return pairs
+
+
+def _draw_pairs(
+    pairs: dict[int, dict[int, np.ndarray]], count: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` distinct images; per image one caption in one language and one in another."""
+    images = list(pairs)
+    chosen = rng.choice(len(images), size=min(count, len(images)), replace=False)
+    anchors, partners = [], []
+    for position in chosen:
+        langs = pairs[images[position]]
+        first, second = rng.choice(sorted(langs), size=2, replace=False)
+        anchors.append(int(rng.choice(langs[int(first)])))
+        partners.append(int(rng.choice(langs[int(second)])))
+    return np.array(anchors), np.array(partners)
+
+
+def _c2c_step(
+    model: RetrievalModel,
+    train: CaptionSet,
+    pairs: dict[int, dict[int, np.ndarray]],
+    optimizer: torch.optim.Optimizer,
+    config: TrainConfig,
+    device: torch.device,
+    autocast: AutocastFactory,
+    rng: np.random.Generator,
+    margin: float,
+) -> float:
+    """Kádár et al.'s caption-caption step: anchors play the images' part; one anchor per image, so the
+    diagonal holds the only positives."""
+    anchors, partners = _draw_pairs(pairs, config.batch_size, rng)
+    with autocast():
+        queries = model.encode_texts(text_batch(train, anchors).to(device))
+        targets = model.encode_texts(text_batch(train, partners).to(device))
+        sims = model.text_similarity(queries, targets).float()
+        diagonal = torch.arange(len(anchors), device=device)
+        positive = diagonal.unsqueeze(0) == diagonal.unsqueeze(1)
+        zeros = torch.zeros_like(diagonal)
+        total = harder_negative_loss(sims, positive, diagonal, zeros, sims.new_ones(1), margin)
+    return _apply(model, optimizer, total, config.clip)
+
+
+def pretrain(
+    model: RetrievalModel,
+    train: CaptionSet,
+    *,
+    config: TrainConfig,
+    device: torch.device,
+    autocast: AutocastFactory,
+    rng: np.random.Generator,
+) -> None:
+    """The model's own text-only pre-training (MULE), on batches of same-image captions across languages."""
+    epochs = model.pretrain_epochs()
+    if epochs == 0:
+        return
+    pairs = _cross_lingual_pairs(train)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    images = list(pairs)
+    per_batch = max(1, config.batch_size // 2)
+    model.train()
+    for epoch in range(epochs):
+        order = rng.permutation(len(images))
+        losses = []
+        for start in range(0, len(order), per_batch):
+            indices, owner = [], []
+            for position in order[start : start + per_batch]:
+                for captions in pairs[images[position]].values():
+                    indices.append(int(rng.choice(captions)))
+                    owner.append(int(position))
+            _, caption_image = images_of(np.array(owner))
+            texts = text_batch(train, np.array(indices)).to(device)
+            with autocast():
+                encoded = model.encode_texts(texts)
+                context = BatchContext(torch.from_numpy(caption_image).to(device), texts.langs, epoch / epochs)
+                total = model.pretrain_loss(encoded, context)
+            losses.append(_apply(model, optimizer, total, config.clip))
+        logger.info("pre-training epoch %d: loss %.4f", epoch, float(np.mean(losses)))
+
+
+def _summary(metrics: Metrics) -> dict[str, float]:
+    return {"rsum": metrics["rsum"], "i2t_r1": metrics["i2t"]["r1"], "t2i_r1": metrics["t2i"]["r1"]}

@@ -1,0 +1,110 @@
+"""train_retrieval, report and `mmtr search` end to end on the tiny dataset (tiny models: the plumbing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from flows import cli, report, train_retrieval
+from retrieval.registry import MODELS
+from tests.flows.conftest import TinyDataset
+
+pytestmark = pytest.mark.slow
+
+
+def run_stage(tiny_dataset: TinyDataset, trained: Path, model: str, variant: str) -> Path:
+    out, metrics = trained / "retrieval" / f"{model}-{variant}", trained / "metrics" / "retrieval"
+    train_retrieval.main(["--params", str(tiny_dataset.params), "--model", model, "--variant", variant,
+                          "--augmented", str(trained / "augmented"), "--store", str(trained / "features" / "compact"),
+                          "--word_vectors", str(trained / "word-vectors"), "--mt_models", str(trained / "models"),
+                          "--out", str(out), "--metrics", str(metrics / f"{model}-{variant}.json")])  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_dataset: TinyDataset, trained: Path) -> dict[str, Path]:
+    """Every registered model on mmt_f, and SAN on none too."""
+    done = {f"{name}-mmt_f": run_stage(tiny_dataset, trained, name, "mmt_f") for name in MODELS}
+    done["san-none"] = run_stage(tiny_dataset, trained, "san", "none")
+    return done
+
+
+def test_every_model_writes_metrics_in_the_spec_schema(runs: dict[str, Path], trained: Path) -> None:
+    for name in runs:
+        metrics = json.loads((trained / "metrics" / "retrieval" / f"{name}.json").read_text())
+        for lang in ("en", "de"):
+            entry = metrics[lang]
+            for direction in ("i2t", "t2i"):
+                assert {"r1", "r5", "r10", "medr", "meanr"} <= set(entry[direction]), (name, lang)
+                assert 0 <= entry[direction]["r1"] <= entry[direction]["r5"] <= entry[direction]["r10"] <= 100
+            recalls = [entry[d][f"r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10)]
+            assert entry["rsum"] == pytest.approx(sum(recalls), abs=1e-3)
+            assert entry["mr"] == pytest.approx(sum(recalls) / 6, abs=1e-3)
+        # 3 test images: R@5 of text->image is always 100
+        assert metrics["en"]["t2i"]["r5"] == 100.0
+        assert set(metrics["translate_search"]) == {"de"}
+        checkpoint = torch.load(runs[name] / "model.pt", weights_only=True)
+        assert checkpoint["model"] == name.rsplit("-", 1)[0]
+
+
+def test_synthesized_captions_reach_training(runs: dict[str, Path]) -> None:
+    with_synthesis = torch.load(runs["san-mmt_f"] / "model.pt", weights_only=True)
+    without = torch.load(runs["san-none"] / "model.pt", weights_only=True)
+    assert "de-mmt" in with_synthesis["type_names"] and "de-mmt" not in without["type_names"]
+
+
+def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset) -> None:
+    out = trained / "reports"
+    report.main(["--params", str(tiny_dataset.params), "--metrics", str(trained / "metrics" / "retrieval"),
+                 "--augmented", str(trained / "augmented"), "--prepared", str(tiny_dataset.prepared),
+                 "--images", str(tiny_dataset.raw / "images"), "--out", str(out)])  # fmt: skip
+    markdown = (out / "results.md").read_text()
+    for name in MODELS:
+        assert f"| {name} | MMT(f) |" in markdown
+    assert "| san | - |" in markdown and "translate-search" in markdown
+    page = (out / "index.html").read_text()
+    assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page
+
+
+def test_search_cli_ranks_the_gallery_and_caches_it(
+    runs: dict[str, Path], tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2"]
+    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f"]), "--lang", "de", *common])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].split()[0] == "1" and lines[0].split()[2].startswith("syn")
+    scores = [float(line.split()[1]) for line in lines]
+    assert scores == sorted(scores, reverse=True)
+    assert (runs["san-mmt_f"] / "gallery-test.pt").is_file()
+    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f"]), "--lang", "de", "--json", *common])
+    cached = json.loads(capsys.readouterr().out)
+    assert [hit["score"] for hit in cached] == pytest.approx(scores, abs=1e-4)  # the table shows 4 decimals
+    cli.main(["search", "a red circle", "--model", str(runs["scan-mmt_f"]), "--lang", "en", *common])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert not (runs["scan-mmt_f"] / "gallery-test.pt").exists()  # SCAN's image side depends on the query
+
+
+def test_search_cli_errors(
+    runs: dict[str, Path], tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images")]
+    with pytest.raises(SystemExit):
+        cli.main(["search", "un cercle", "--model", str(runs["san-mmt_f"]), "--lang", "fr", *common])
+    assert "trained on en, de" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["search", " ", "--model", str(runs["san-mmt_f"]), "--lang", "en", *common])
+    assert "has no words" in capsys.readouterr().err
+
+
+def test_unknown_model_and_variant_list_the_known_ones(
+    tiny_dataset: TinyDataset, trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_stage(tiny_dataset, trained, "clip", "mmt_f")
+    assert "unknown retrieval model 'clip'; known: dan, mule" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_stage(tiny_dataset, trained, "san", "mmt_x")
+    assert "known: none, mt_f, mt_fb, mmt_f, mmt_fb" in capsys.readouterr().err
