@@ -107,6 +107,9 @@ def test_similarity_matches_pairwise_reference(
     )
     assert found.dtype == torch.float64
     torch.testing.assert_close(found, expected, rtol=0, atol=1e-10)
+    # Without autograd the block's temporaries are overwritten in place: same scores.
+    with torch.no_grad():
+        torch.testing.assert_close(scan.similarity(images, texts), found, rtol=0, atol=1e-14)
 
 
 @pytest.mark.parametrize("norm", ["clipped", "no_norm"])
@@ -116,6 +119,8 @@ def test_other_feature_norms_match_reference(data: tuple[Embedded, Embedded], di
     scan = model(direction=direction, raw_feature_norm=norm, image_chunk=2, caption_chunk=5)
     expected = reference_scores(images, texts, direction=direction, aggregation="lse", norm=norm)
     torch.testing.assert_close(scan.similarity(images, texts), expected, rtol=0, atol=1e-10)
+    with torch.no_grad():
+        torch.testing.assert_close(scan.similarity(images, texts), expected, rtol=0, atol=1e-10)
 
 
 def padded(sets: Embedded, extra: int, generator: torch.Generator) -> Embedded:
