@@ -254,6 +254,7 @@ class RetrievalTrainParams:
     synthetic_fraction: float  # share of synthesized captions per batch when the variant has them
     patience: int  # epochs without a better validation rsum before stopping; 0: never stop early
     c2c_probability: float  # chance a step is a caption-caption step (Kadar et al. 2018); 0: off
+    warmup_epochs: int  # first epochs with the sum of hinges before the configured loss (VSE-infinity's warm-up)
 
 
 @dataclass(frozen=True)
@@ -533,6 +534,7 @@ def _validate_retrieval(params: Params) -> None:
     _check_range("retrieval.train.batch_size", train.batch_size, 2, 65_536)
     _check_range("retrieval.train.lr_decay_epoch", train.lr_decay_epoch, 0, 10_000)
     _check_range("retrieval.train.patience", train.patience, 0, 10_000)
+    _check_range("retrieval.train.warmup_epochs", train.warmup_epochs, 0, 10_000)
     fractions = {"lr": train.lr, "synthetic_fraction": train.synthetic_fraction,
                  "c2c_probability": train.c2c_probability, "lr_decay": train.lr_decay}  # fmt: skip
     for key, value in fractions.items():

@@ -87,6 +87,8 @@ class SCANConfig:
 
 
 class SCAN(RetrievalModel):
+    """Region and word vectors per item; scores by stacked cross attention in ``config.direction``."""
+
     name = "scan"
     # Every (image, caption) score needs both sets of vectors: no per-image embedding to cache.
     gallery_cacheable = False
@@ -163,9 +165,13 @@ class SCAN(RetrievalModel):
         # <query, a> = sum_s e_s raw_s / z and |a|^2 = e^T G e / z^2 with the context's Gram matrix G: no
         # (ns, S, nq, Q, d) or (ns, nq, Q, d) tensor is ever built.
         total = exps.sum(1)  # (ns, nq, Q)
-        dot = (exps * raw).sum(1) / total
-        spread = (context.gram @ exps.view(ns, s, nq * q)).view_as(exps)
-        attended_norm = (spread * exps).sum(1).clamp(min=EPS**2).sqrt() / total
+        dot = multiply_into(raw, exps).sum(1) / total  # last use of raw: its memory is free from here on
+        flat = exps.view(ns, s, nq * q)
+        spread = (
+            context.gram @ flat if torch.is_grad_enabled() else torch.bmm(context.gram, flat, out=raw.view_as(flat))
+        )
+        spread = spread.view_as(exps)
+        attended_norm = multiply_into(spread, exps).sum(1).clamp(min=EPS**2).sqrt() / total
         query_norm = query.vectors.norm(dim=-1)  # (nq, Q)
         relevance = dot / (query_norm * attended_norm).clamp(min=EPS)  # the reference's cosine
         return self.aggregate(relevance, query.mask.expand_as(relevance))
@@ -180,14 +186,15 @@ class SCAN(RetrievalModel):
         scores = raw
         if kind in ("clipped_l2norm", "clipped"):
             scores = F.leaky_relu(scores, LEAKY_SLOPE)
+        elif kind == "softmax":
+            scores = softmax(scores, query_mask, dim=-1)
+        factor: Tensor | float = self.config.lambda_softmax
         if kind in ("clipped_l2norm", "l2norm"):
             # l2norm over Q and the softmax temperature in one pass over the block.
-            scores = scores * (self.config.lambda_softmax / (scores.norm(dim=-1, keepdim=True) + EPS))
-        elif kind == "softmax":
-            scores = softmax(scores, query_mask, dim=-1) * self.config.lambda_softmax
-        else:
-            scores = scores * self.config.lambda_softmax
-        # `scores` is a fresh tensor no backward needs, so the masking, shift and exp can overwrite it.
+            factor = self.config.lambda_softmax / (scores.norm(dim=-1, keepdim=True) + EPS)
+        # raw is needed later; a tensor made here is not (no backward needs it either), so what follows may
+        # overwrite it.
+        scores = scores * factor if scores is raw else multiply_into(scores, factor)
         if not bool(context_mask.all()):
             scores = scores.masked_fill_(~context_mask, torch.finfo(scores.dtype).min)
         # The result does not depend on the shift: a constant taken out of the graph.
@@ -221,8 +228,14 @@ class ItemSets(NamedTuple):
         used = torch.nonzero(mask.any(0))
         extent = int(used.max()) + 1 if len(used) else 1
         mask = mask[:, :extent]
-        vectors = (vectors[:, :extent] * mask.unsqueeze(-1).to(vectors.dtype)).contiguous()
+        vectors = vectors[:, :extent].masked_fill(~mask.unsqueeze(-1), 0.0).contiguous()
         return ItemSets(vectors, mask, vectors @ vectors.transpose(1, 2) if context else None)
+
+
+def multiply_into(x: Tensor, y: Tensor | float) -> Tensor:
+    """``x * y``, written into ``x`` (a temporary of the caller) when autograd is off: one allocation of a
+    block's size less, and on CPU the page faults of a fresh allocation cost as much as the product itself."""
+    return x * y if torch.is_grad_enabled() else x.mul_(y)
 
 
 def fill_padding(x: Tensor, mask: Tensor, value: float) -> Tensor:

@@ -43,6 +43,8 @@ class TrainConfig:
     synthetic_fraction: Share of synthesized captions in a batch when a variant has them (section 3.3: 0.5).
     patience: Stop after this many epochs without a better validation rsum; 0 = run every epoch.
     c2c_probability: Chance that a step is a caption-caption step (Kádár et al.: 0.5; 0 = off).
+    warmup_epochs: Epochs trained with the sum of hinges (Eq. 8) before the configured loss (VSE∞'s warm-up:
+        hardest negatives from the first step can collapse every score to one value, VSE++ issue #27).
     eval_batch_size: Items per encoding batch in validation.
     seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
     """
@@ -56,6 +58,7 @@ class TrainConfig:
     synthetic_fraction: float = 0.5
     patience: int = 0
     c2c_probability: float = 0.0
+    warmup_epochs: int = 0
     eval_batch_size: int = 256
     seed: int = 0
 
@@ -117,13 +120,14 @@ def fit(
         model.train()
         started, losses, c2c_losses = time.perf_counter(), [], []
         batches = sampler.batches(epoch)
+        epoch_loss = RankingLoss("sum", loss.margin) if epoch < config.warmup_epochs and loss.kind != "topk" else loss
         for indices in batches:
             progress = step / steps_total
             if c2c_pairs is not None and rng.random() < config.c2c_probability:
                 value = _c2c_step(model, train, c2c_pairs, optimizer, config, device, autocast, rng, loss.margin)
                 c2c_losses.append(value)
             else:
-                value = _ranking_step(model, train, indices, regions, optimizer, loss, weights, config, device,
+                value = _ranking_step(model, train, indices, regions, optimizer, epoch_loss, weights, config, device,
                                       autocast, progress)  # fmt: skip
                 losses.append(value)
             step += 1

@@ -163,7 +163,8 @@ def _train_config(retrieval: RetrievalParams, seed: int) -> TrainConfig:
     return TrainConfig(epochs=train.epochs, batch_size=train.batch_size, lr=train.lr,
                        lr_decay_epoch=train.lr_decay_epoch, lr_decay=train.lr_decay, clip=train.clip,
                        synthetic_fraction=train.synthetic_fraction, patience=train.patience,
-                       c2c_probability=train.c2c_probability, eval_batch_size=retrieval.evaluation.batch_size,
+                       c2c_probability=train.c2c_probability, warmup_epochs=train.warmup_epochs,
+                       eval_batch_size=retrieval.evaluation.batch_size,
                        seed=seed)  # fmt: skip
 
 
