@@ -87,6 +87,34 @@ def read_rows(path: str | os.PathLike[str], layout: NpyLayout, start: int, stop:
     return rows
 
 
+def read_row_set(path: str | os.PathLike[str], layout: NpyLayout, rows: np.ndarray) -> np.ndarray:
+    """Copy the sorted, distinct ``rows`` into memory with positioned reads (``os.preadv``), runs of
+    consecutive rows in one call.
+
+    Unlike indexing a long-lived memory map, this never maps the file: the page cache holds what was read,
+    but none of it counts toward this process's RSS (through a map, the kernel maps whole cached folios around
+    each touched row, and random batches end up mapping most of the file).
+    """
+    out = np.empty((len(rows), *layout.shape[1:]), dtype=layout.dtype)
+    if len(rows) == 0:
+        return out
+    flat = out.reshape(len(rows), -1).view(np.uint8)
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        for first, last in zip(np.r_[0, breaks], np.r_[breaks, len(rows)], strict=True):
+            target = memoryview(flat[first:last].data).cast("B")
+            offset = layout.offset + int(rows[first]) * layout.row_bytes
+            while target:
+                done = os.preadv(descriptor, [target], offset)
+                if done == 0:
+                    raise InputError(f"{path}: ended early at byte {offset} (truncated file)")
+                target, offset = target[done:], offset + done
+    finally:
+        os.close(descriptor)
+    return out
+
+
 def _read_span(path: str | os.PathLike[str], layout: NpyLayout, start: int, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros((0, *layout.shape[1:]), dtype=layout.dtype)

@@ -1,4 +1,4 @@
-"""FeatureStore: the region features of every image in one memory-mapped folder (``data/features/<extractor>/``).
+"""FeatureStore: the region features of every image in one folder (``data/features/<extractor>/``), read row by row.
 
 Files:
     regions.npy: (N, K, D) float16; row r holds the regions of image r, rows past its num_regions are zeros.
@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpora.io import InputError, atomic_dir
-from features.npy import RowWriter, create_npy, read_layout, read_rows
+from features.npy import RowWriter, create_npy, read_row_set, read_rows
 from features.regions import ImageRegions
-from features.store_format import FILES, INDEX_SCHEMA, load_mapped, make_meta, read_index, read_meta, row_numbers
+from features.store_format import FILES, INDEX_SCHEMA, checked_layout, make_meta, read_index, read_meta, row_numbers
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504: larger features would become inf
 PathLike = str | os.PathLike[str]
@@ -255,7 +255,7 @@ class FeatureStoreWriter:
 
 
 class FeatureStore:
-    """A FeatureStore opened for reading; the arrays stay on disk behind memory maps.
+    """A FeatureStore opened for reading; the arrays stay on disk and batches are read with positioned reads.
 
     Attributes:
         path: The store folder.
@@ -274,9 +274,10 @@ class FeatureStore:
         self.max_regions: int = meta["max_regions"]
         self.dim: int = meta["dim"]
         self._row = {image_id: row for row, image_id in enumerate(self.image_ids)}
-        self._regions = load_mapped(path / "regions.npy", (len(self), self.max_regions, self.dim), np.float16)
-        self._boxes = load_mapped(path / "boxes.npy", (len(self), self.max_regions, 4), np.float32)
-        self._layouts = (read_layout(path / "regions.npy"), read_layout(path / "boxes.npy"))
+        self._layouts = (
+            checked_layout(path / "regions.npy", (len(self), self.max_regions, self.dim), np.float16),
+            checked_layout(path / "boxes.npy", (len(self), self.max_regions, 4), np.float32),
+        )
 
     @classmethod
     def open(cls, path: PathLike) -> FeatureStore:
@@ -328,8 +329,9 @@ class FeatureStore:
             raise IndexError(f"{self.path}: rows {outside[:5].tolist()} are outside 0..{len(self) - 1}")
         # Sorted unique rows read the file front to back, once per row; the inverse restores the order asked for.
         unique, inverse = np.unique(wanted, return_inverse=True)
-        features = np.asarray(self._regions[unique])[inverse]
-        boxes = np.asarray(self._boxes[unique])[inverse]
+        regions_layout, boxes_layout = self._layouts
+        features = read_row_set(self.path / "regions.npy", regions_layout, unique)[inverse]
+        boxes = read_row_set(self.path / "boxes.npy", boxes_layout, unique)[inverse]
         mask = np.arange(self.max_regions) < self.num_regions[wanted][:, None]
         return features, mask, boxes
 

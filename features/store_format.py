@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpora.io import InputError
+from features.npy import NpyLayout, read_layout
 
 FILES = ("regions.npy", "boxes.npy", "index.parquet", "meta.json")
 INDEX_SCHEMA = pa.schema(
@@ -131,14 +132,11 @@ def _check_num_regions(path: Path, table: pa.Table, max_regions: int) -> None:
         raise InputError(f"{path}: image {ids[regions_of_skipped[0]]!r} has an error and regions at once")
 
 
-def load_mapped(path: Path, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-    """A read-only memory map of a ``.npy`` file that must have ``shape`` and ``dtype`` (those of meta.json)."""
-    try:
-        array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as error:
-        raise InputError(f"{path}: not a readable .npy file ({error})") from None
-    if array.shape != shape:
-        raise InputError(f"{path}: shape {array.shape}, but meta.json says {shape}")
-    if array.dtype != np.dtype(dtype):
-        raise InputError(f"{path}: dtype {array.dtype}, expected {np.dtype(dtype)}")
-    return array
+def checked_layout(path: Path, shape: tuple[int, ...], dtype: type) -> NpyLayout:
+    """The layout of a ``.npy`` file that must have ``shape`` and ``dtype`` (those of meta.json)."""
+    layout = read_layout(path)
+    if layout.shape != shape:
+        raise InputError(f"{path}: shape {layout.shape}, but meta.json says {shape}")
+    if layout.dtype != np.dtype(dtype):
+        raise InputError(f"{path}: dtype {layout.dtype}, expected {np.dtype(dtype)}")
+    return layout
