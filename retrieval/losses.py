@@ -27,6 +27,7 @@ from torch import Tensor
 from retrieval.model import LossKind
 
 NEG_INF = float("-inf")
+DISTANCE_EPS = 1e-4  # EmbN's pdist: sqrt(|x - y|^2 + 1e-4)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def sum_of_hinges(sims: Tensor, positive: Tensor, caption_image: Tensor, margin:
 
 def embn_topk_loss(sims: Tensor, positive: Tensor, caption_image: Tensor, *, k: int, margin: float) -> Tensor:
     """EmbN's loss (Wang et al.; MULE): top-K violated triplets in both directions on Euclidean distances."""
-    distances = torch.sqrt((2.0 - 2.0 * sims).clamp(min=0.0) + 1e-4)  # (n_img, n_txt)
+    distances = torch.sqrt((2.0 - 2.0 * sims).clamp(min=0.0) + DISTANCE_EPS)  # (n_img, n_txt)
     cols = torch.arange(sims.shape[1], device=sims.device)
     positive_distance = distances[caption_image, cols]  # (n_txt,)
     negative = ~positive
@@ -109,20 +110,85 @@ def embn_topk_loss(sims: Tensor, positive: Tensor, caption_image: Tensor, *, k: 
     to_images = _hinge(margin + positive_distance.unsqueeze(0) - distances) * negative
     # image -> caption: the caption's image against captions of other images
     to_captions = _hinge(margin + positive_distance.unsqueeze(1) - distances[caption_image]) * negative[caption_image]
-    image_loss = _topk_mean(to_images.t(), negative.t(), k)
-    caption_loss = _topk_mean(to_captions, negative[caption_image], k)
-    return 1.5 * image_loss + caption_loss
-
-
-def _topk_mean(violations: Tensor, valid: Tensor, k: int) -> Tensor:
-    """Mean over rows of the K largest valid entries of each row (rows with fewer keep what they have)."""
-    k = min(k, violations.shape[1])
-    if k == 0:
-        return violations.sum() * 0.0
-    top = violations.masked_fill(~valid, NEG_INF).topk(k, dim=1).values
-    kept = torch.isfinite(top)
-    return top.masked_fill(~kept, 0.0).sum() / kept.sum().clamp(min=1)
+    image_loss = topk_mean(to_images.t(), negative.t(), k)
+    caption_loss = topk_mean(to_captions, negative[caption_image], k)
+    zero = sims.sum() * 0.0  # a batch without negatives contributes nothing, but keeps the graph
+    return 1.5 * (zero if image_loss is None else image_loss) + (zero if caption_loss is None else caption_loss)
 
 
 def _hinge(x: Tensor) -> Tensor:
     return x.clamp(min=0.0)
+
+
+# --- EmbN's neighbourhood constraints (MULE, PARALLEL-EmbN) --------------------------------------------
+
+
+def euclidean_distances(x: Tensor, y: Tensor) -> Tensor:
+    """(n, d) and (m, d) -> (n, m) sqrt(|x|^2 - 2 x.y + |y|^2 + 1e-4), EmbN's ``pdist``."""
+    squared = x.pow(2).sum(1, keepdim=True) - 2.0 * x @ y.t() + y.pow(2).sum(1).unsqueeze(0)
+    return torch.sqrt(squared.clamp(min=0.0) + DISTANCE_EPS)
+
+
+def topk_mean(violations: Tensor, valid: Tensor, k: int) -> Tensor | None:
+    """Mean of the K largest valid entries of each row of (n, m) ``violations``, over all entries kept.
+
+    Rows with fewer than K valid entries keep the ones they have (the convention of
+    ``retrieval.losses``); None when no entry is valid.
+    """
+    if not bool(valid.any()):
+        return None
+    k = min(k, violations.shape[1])
+    top = violations.masked_fill(~valid, float("-inf")).topk(k, dim=1).values
+    kept = torch.isfinite(top)
+    return top.masked_fill(~kept, 0.0).sum() / kept.sum()
+
+
+def neighbourhood_loss(
+    anchors: Tensor, anchor_image: Tensor, others: Tensor, other_image: Tensor, *, k: int, margin: float
+) -> Tensor | None:
+    """EmbN's neighbourhood hinge of ``anchors`` against ``others``.
+
+    Each anchor's positive is the farthest ``other`` of the same image, its negatives the ``others`` of other
+    images; the K largest [margin + d_pos - d_neg]_+ per anchor are averaged (:func:`topk_mean`). Anchors
+    without a positive are skipped.
+
+    Args:
+        anchors: (n, d) embeddings.
+        anchor_image: (n,) image index of each anchor.
+        others: (m, d) embeddings (may be ``anchors`` itself: then each anchor is its own positive too).
+        other_image: (m,) image index of each other.
+
+    Returns:
+        The scalar loss, or None when no anchor has both a positive and a negative.
+    """
+    distances = euclidean_distances(anchors, others)  # (n, m)
+    same_image = anchor_image.unsqueeze(1) == other_image.unsqueeze(0)  # (n, m)
+    has_positive = same_image.any(dim=1)
+    hardest_positive = distances.masked_fill(~same_image, float("-inf")).amax(dim=1)
+    hardest_positive = torch.where(has_positive, hardest_positive, torch.zeros_like(hardest_positive))
+    violations = (margin + hardest_positive.unsqueeze(1) - distances).clamp(min=0.0)
+    return topk_mean(violations, ~same_image & has_positive.unsqueeze(1), k)
+
+
+def mean_of(losses: list[Tensor | None]) -> Tensor | None:
+    """Mean of the losses that exist; None when none does."""
+    present = [loss for loss in losses if loss is not None]
+    return torch.stack(present).mean() if present else None
+
+
+def within_language_loss(
+    embeddings: Tensor, caption_image: Tensor, langs: Tensor, *, k: int, margin: float
+) -> Tensor | None:
+    """EmbN's sentence-only neighbourhood constraint in each language, averaged over languages.
+
+    Args:
+        embeddings: (B, d) l2-normalised caption embeddings.
+        caption_image: (B,) image index of each caption.
+        langs: (B,) language index of each caption.
+    """
+    losses = []
+    for lang in torch.unique(langs).tolist():
+        rows = langs == lang
+        vectors, images = embeddings[rows], caption_image[rows]
+        losses.append(neighbourhood_loss(vectors, images, vectors, images, k=k, margin=margin))
+    return mean_of(losses)

@@ -61,10 +61,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from retrieval.encoders import RNNKind, TextEncoder, WordEmbedding, l2norm, masked_mean
+from retrieval.losses import mean_of, neighbourhood_loss, within_language_loss
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
 
 # Inside the square root of EmbN's distances: keeps the gradient finite where two vectors coincide.
-DISTANCE_EPS = 1e-4
 
 
 @dataclass(frozen=True)
@@ -126,59 +126,6 @@ class MULEConfig:
 # --- distances and neighbourhood constraints ---------------------------------------------------------------
 
 
-def euclidean_distances(x: Tensor, y: Tensor) -> Tensor:
-    """(n, d) and (m, d) -> (n, m) sqrt(|x|^2 - 2 x.y + |y|^2 + 1e-4), EmbN's ``pdist``."""
-    squared = x.pow(2).sum(1, keepdim=True) - 2.0 * x @ y.t() + y.pow(2).sum(1).unsqueeze(0)
-    return torch.sqrt(squared.clamp(min=0.0) + DISTANCE_EPS)
-
-
-def topk_mean(violations: Tensor, valid: Tensor, k: int) -> Tensor | None:
-    """Mean of the K largest valid entries of each row of (n, m) ``violations``, over all entries kept.
-
-    Rows with fewer than K valid entries keep the ones they have (the convention of
-    ``retrieval.losses``); None when no entry is valid.
-    """
-    if not bool(valid.any()):
-        return None
-    k = min(k, violations.shape[1])
-    top = violations.masked_fill(~valid, float("-inf")).topk(k, dim=1).values
-    kept = torch.isfinite(top)
-    return top.masked_fill(~kept, 0.0).sum() / kept.sum()
-
-
-def neighbourhood_loss(
-    anchors: Tensor, anchor_image: Tensor, others: Tensor, other_image: Tensor, *, k: int, margin: float
-) -> Tensor | None:
-    """EmbN's neighbourhood hinge of ``anchors`` against ``others``.
-
-    Each anchor's positive is the farthest ``other`` of the same image, its negatives the ``others`` of other
-    images; the K largest [margin + d_pos - d_neg]_+ per anchor are averaged (:func:`topk_mean`). Anchors
-    without a positive are skipped.
-
-    Args:
-        anchors: (n, d) embeddings.
-        anchor_image: (n,) image index of each anchor.
-        others: (m, d) embeddings (may be ``anchors`` itself: then each anchor is its own positive too).
-        other_image: (m,) image index of each other.
-
-    Returns:
-        The scalar loss, or None when no anchor has both a positive and a negative.
-    """
-    distances = euclidean_distances(anchors, others)  # (n, m)
-    same_image = anchor_image.unsqueeze(1) == other_image.unsqueeze(0)  # (n, m)
-    has_positive = same_image.any(dim=1)
-    hardest_positive = distances.masked_fill(~same_image, float("-inf")).amax(dim=1)
-    hardest_positive = torch.where(has_positive, hardest_positive, torch.zeros_like(hardest_positive))
-    violations = (margin + hardest_positive.unsqueeze(1) - distances).clamp(min=0.0)
-    return topk_mean(violations, ~same_image & has_positive.unsqueeze(1), k)
-
-
-def mean_of(losses: list[Tensor | None]) -> Tensor | None:
-    """Mean of the losses that exist; None when none does."""
-    present = [loss for loss in losses if loss is not None]
-    return torch.stack(present).mean() if present else None
-
-
 def cross_lingual_loss(
     embeddings: Tensor, caption_image: Tensor, langs: Tensor, *, k: int, margin: float
 ) -> Tensor | None:
@@ -200,24 +147,6 @@ def cross_lingual_loss(
                     embeddings[in_a], caption_image[in_a], embeddings[in_b], caption_image[in_b], k=k, margin=margin
                 )
             )
-    return mean_of(losses)
-
-
-def within_language_loss(
-    embeddings: Tensor, caption_image: Tensor, langs: Tensor, *, k: int, margin: float
-) -> Tensor | None:
-    """EmbN's sentence-only neighbourhood constraint in each language, averaged over languages.
-
-    Args:
-        embeddings: (B, d) l2-normalised caption embeddings.
-        caption_image: (B,) image index of each caption.
-        langs: (B,) language index of each caption.
-    """
-    losses = []
-    for lang in torch.unique(langs).tolist():
-        rows = langs == lang
-        vectors, images = embeddings[rows], caption_image[rows]
-        losses.append(neighbourhood_loss(vectors, images, vectors, images, k=k, margin=margin))
     return mean_of(losses)
 
 
