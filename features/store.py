@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -252,6 +252,14 @@ class FeatureStoreWriter:
             "error": pa.array(self._errors, type=pa.string()),
         }
         return pa.table(columns, schema=INDEX_SCHEMA)
+
+
+class RegionLookup(Protocol):
+    """Region features by image row (:class:`features.store.FeatureStore` is one)."""
+
+    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, K, D) features, (B, K) bool mask of valid regions, (B, K, 4) boxes."""
+        ...
 
 
 class FeatureStore:

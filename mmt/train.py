@@ -15,12 +15,12 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from features.store import RegionLookup
 from mmt.beam import evaluating
 from mmt.checkpoint import read_checkpoint, save_mmt
 from mmt.model import MMTConfig, RegionalMMT, SourceBatch, pad_ids, source_batch
@@ -43,14 +43,6 @@ class Example:
     src_ids: tuple[int, ...]
     tgt_ids: tuple[int, ...]
     image_row: int | None = None
-
-
-class RegionLookup(Protocol):
-    """Region features by image row (:class:`features.store.FeatureStore` is one)."""
-
-    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(B, K, D) features, (B, K) bool mask of valid regions, (B, K, 4) boxes."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -10,22 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import torch
 
 from corpora.io import InputError
+from features.store import RegionLookup
 from retrieval.model import ImageBatch, TextBatch
 from retrieval.vocab import EmptyCaptionError, Vocabulary
-
-
-class RegionLookup(Protocol):
-    """Region features by image row (:class:`features.store.FeatureStore` is one)."""
-
-    def batch(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(B, K, D) features, (B, K) bool mask of valid regions, (B, K, 4) boxes."""
-        ...
 
 
 @dataclass(frozen=True)

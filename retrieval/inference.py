@@ -16,10 +16,6 @@ from retrieval.model import Embedded, RetrievalModel
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
 
 
-def _no_autocast() -> contextlib.AbstractContextManager[object]:
-    return contextlib.nullcontext()
-
-
 @contextlib.contextmanager
 def evaluating(model: torch.nn.Module) -> Iterator[None]:
     """Eval mode and no autograd inside; the previous train/eval mode restored after (VSE++ issue #4)."""
@@ -39,16 +35,14 @@ def encode_images(
     *,
     device: torch.device,
     batch_size: int = 256,
-    autocast: AutocastFactory = _no_autocast,
+    autocast: AutocastFactory = contextlib.nullcontext,
 ) -> Embedded:
     """Embeddings of the store ``rows`` (on the CPU, float32)."""
-    parts = []
-    with evaluating(model):
-        for start, stop in chunks(len(rows), batch_size):
-            with autocast():
-                encoded = model.encode_images(image_batch(regions, rows[start:stop]).to(device))
-            parts.append(_to_cpu(encoded))
-    return Embedded.cat(parts)
+
+    def encode(start: int, stop: int) -> Embedded:
+        return model.encode_images(image_batch(regions, rows[start:stop]).to(device))
+
+    return _encode_in_chunks(model, len(rows), batch_size, encode, autocast)
 
 
 def encode_texts(
@@ -57,14 +51,25 @@ def encode_texts(
     *,
     device: torch.device,
     batch_size: int = 256,
-    autocast: AutocastFactory = _no_autocast,
+    autocast: AutocastFactory = contextlib.nullcontext,
 ) -> Embedded:
     """Embeddings of every caption of ``captions`` (on the CPU, float32)."""
+
+    def encode(start: int, stop: int) -> Embedded:
+        return model.encode_texts(text_batch(captions, np.arange(start, stop)).to(device))
+
+    return _encode_in_chunks(model, len(captions), batch_size, encode, autocast)
+
+
+def _encode_in_chunks(
+    model: RetrievalModel, count: int, batch_size: int, encode: Callable[[int, int], Embedded],
+    autocast: AutocastFactory,
+) -> Embedded:  # fmt: skip
     parts = []
     with evaluating(model):
-        for start, stop in chunks(len(captions), batch_size):
+        for start, stop in chunks(count, batch_size):
             with autocast():
-                encoded = model.encode_texts(text_batch(captions, np.arange(start, stop)).to(device))
+                encoded = encode(start, stop)
             parts.append(_to_cpu(encoded))
     return Embedded.cat(parts)
 
@@ -76,7 +81,7 @@ def similarity_matrix(
     *,
     device: torch.device,
     image_chunk: int = 1024,
-    autocast: AutocastFactory = _no_autocast,
+    autocast: AutocastFactory = contextlib.nullcontext,
 ) -> Tensor:
     """(n_img, n_txt) scores on the CPU; images go to ``device`` a chunk at a time, captions once."""
     on_device = texts.detached(device)
@@ -97,7 +102,7 @@ def evaluate(
     device: torch.device,
     fold_images: int | None = None,
     batch_size: int = 256,
-    autocast: AutocastFactory = _no_autocast,
+    autocast: AutocastFactory = contextlib.nullcontext,
 ) -> Metrics:
     """R@K of ``captions`` against their images (in order of first appearance).
 

@@ -132,8 +132,7 @@ def euclidean_distances(x: Tensor, y: Tensor) -> Tensor:
 def topk_mean(violations: Tensor, valid: Tensor, k: int) -> Tensor | None:
     """Mean of the K largest valid entries of each row of (n, m) ``violations``, over all entries kept.
 
-    Rows with fewer than K valid entries keep the ones they have (the convention of
-    ``retrieval.losses``); None when no entry is valid.
+    Rows with fewer than K valid entries keep the ones they have; None when no entry is valid.
     """
     if not bool(valid.any()):
         return None

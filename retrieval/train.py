@@ -12,6 +12,7 @@ Deterministic on the CPU for a given seed and thread count.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
-from retrieval.inference import AutocastFactory, _no_autocast, evaluate
+from retrieval.inference import AutocastFactory, evaluate
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
 
@@ -90,7 +91,7 @@ def fit(
     type_weights: Tensor,
     config: TrainConfig,
     device: torch.device,
-    autocast: AutocastFactory = _no_autocast,
+    autocast: AutocastFactory = contextlib.nullcontext,
     on_epoch: Callable[[dict[str, object]], None] | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
