@@ -10,6 +10,7 @@ pair, so it does not.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
@@ -118,7 +119,7 @@ class BatchContext:
     progress: float
 
 
-class RetrievalModel(nn.Module):
+class RetrievalModel(nn.Module, ABC):
     """Base class of the registered retrieval models (see :mod:`retrieval.registry`).
 
     Subclasses set ``name``, implement the two encoders and, when the embeddings are not single l2-normalised
@@ -133,11 +134,13 @@ class RetrievalModel(nn.Module):
     # The ranking loss used when params.yaml says `loss: auto`.
     default_loss: ClassVar[LossKind] = "harder"
 
+    @abstractmethod
     def encode_images(self, images: ImageBatch) -> Embedded:
-        raise NotImplementedError
+        """One embedding per image of the batch."""
 
+    @abstractmethod
     def encode_texts(self, texts: TextBatch) -> Embedded:
-        raise NotImplementedError
+        """One embedding per caption of the batch."""
 
     def similarity(self, images: Embedded, texts: Embedded) -> Tensor:
         """(n_img, n_txt) scores; the default is the dot product of one vector per item (cosine if normalised)."""
@@ -161,4 +164,5 @@ class RetrievalModel(nn.Module):
     def pretrain_loss(self, texts: Embedded, context: BatchContext) -> Tensor:
         """Loss of one pre-training batch: captions of several languages, ``context.caption_image`` groups
         captions of the same image."""
-        raise NotImplementedError(f"model {self.name!r} has no pre-training")
+        # The trainer only calls this when pretrain_epochs() > 0, which models with a pre-training define.
+        raise TypeError(f"model {self.name!r} has no pre-training (its pretrain_epochs() is 0)")
