@@ -310,6 +310,11 @@ class FeatureStore:
         # Pickling (DataLoader workers started with spawn) must reopen the maps, not copy the arrays.
         return (FeatureStore.open, (str(self.path),))
 
+    @property
+    def row_index(self) -> Mapping[str, int]:
+        """Image id -> row, for every image of the store (read-only use)."""
+        return self._row
+
     def row_of(self, image_id: str) -> int:
         """Row of ``image_id``; :class:`UnknownImageError` (a KeyError) when the store lacks it."""
         if image_id not in self._row:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
@@ -53,9 +54,7 @@ def read_captions(path: str, *, split: str, languages: Sequence[str], kinds: Seq
     return table.filter(keep).to_pylist()  # type: ignore[no-any-return]
 
 
-def _strings(values: Sequence[str]) -> Any:
-    import pyarrow as pa
-
+def _strings(values: Sequence[str]) -> pa.Array:
     return pa.array(list(values), pa.string())
 
 
@@ -97,7 +96,7 @@ def train_retrieval_model(
     train_rows = [row for row in train_rows if row["origin"] != "human" or row["kind"] in retrieval.train_kinds]
     vocab = Vocabulary.build(((row["lang"], row["text"]) for row in train_rows), languages,
                              min_count=retrieval.vocab.min_count)  # fmt: skip
-    image_rows = {image_id: row for row, image_id in enumerate(store.image_ids)}
+    image_rows = store.row_index
     max_len = retrieval.vocab.max_len
     train = encode_captions([_caption(row) for row in train_rows], vocab, image_rows, max_len=max_len,
                             source=f"{captions_path} (train)")  # fmt: skip
@@ -133,7 +132,7 @@ def train_retrieval_model(
     return _fit_summary(result)
 
 
-def _validation_sets(retrieval: RetrievalParams, captions_path: str, vocab: Vocabulary, image_rows: dict[str, int],
+def _validation_sets(retrieval: RetrievalParams, captions_path: str, vocab: Vocabulary, image_rows: Mapping[str, int],
                      type_names: tuple[str, ...]) -> dict[str, CaptionSet]:  # fmt: skip
     rows = read_captions(captions_path, split="val", languages=retrieval.languages, kinds=None, human_only=True)
     first_images = list(dict.fromkeys(row["image_id"] for row in rows))[: retrieval.evaluation.val_images]
@@ -206,16 +205,15 @@ def evaluate_retrieval_model(
 
 
 def _test_set(loaded: LoadedModel, captions: list[Caption], store: FeatureStore, source: str) -> CaptionSet:
-    image_rows = {image_id: row for row, image_id in enumerate(store.image_ids)}
     # Test captions are human ones; their language type may be absent from training (e.g. de-human when the
     # model was trained on en and synthesized de only), so they get their own type list.
-    return encode_captions(captions, loaded.vocab, image_rows, max_len=loaded.max_len, source=source)
+    return encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source=source)
 
 
 def _translate_search(
     loaded: LoadedModel, rows: list[dict[str, Any]], lang: str, pivot: str, store: FeatureStore, mt_models: str,
     source: str, fold: int | None, beam: int, runtime: Runtime,
-) -> Metrics:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """Table 5: ``lang`` test queries translated to ``pivot`` by the text-only MT system, searched in ``pivot``."""
     system_dir = Path(mt_models) / f"mt-{lang}-{pivot}"
     if not system_dir.is_dir():
@@ -232,13 +230,15 @@ def _translate_search(
                              autocast=runtime.autocast()))  # fmt: skip
 
 
-def _rounded(metrics: Metrics) -> Metrics:
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        out[key] = {k: round(v, 4) for k, v in value.items()} if isinstance(value, dict) else value
-        if isinstance(value, float):
-            out[key] = round(value, 4)
-    return out  # type: ignore[return-value]
+def _rounded(metrics: Metrics) -> dict[str, Any]:
+    """Values to 4 decimals, so the metrics files do not carry float noise such as 88.60000000000001."""
+
+    def rounded(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: rounded(inner) for key, inner in value.items()}
+        return round(value, 4) if isinstance(value, float) else value
+
+    return {key: rounded(value) for key, value in metrics.items()}
 
 
 def _flat(metrics: dict[str, Any]) -> dict[str, float]:
