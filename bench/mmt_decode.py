@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from mmt.beam import beam_search, beam_search_reference
-from mmt.model import MMTConfig, RegionalMMT, source_batch
+from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
 
 CPU = torch.device("cpu")
 
@@ -80,13 +80,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    config = MMTConfig(src_vocab=8000, tgt_vocab=8000, emb_dim=256, hidden=512, region_dim=2048, dropout=0.0)
-    model = RegionalMMT(config).eval()
+    shape = MMTShape(src_vocab=8000, tgt_vocab=8000, region_dim=2048)
+    model = RegionalMMT(MMTConfig(emb_dim=256, hidden=512, dropout=0.0), shape).eval()
     rng = np.random.default_rng(0)
-    sources = [
-        rng.integers(4, config.src_vocab, size=int(rng.integers(12, 21))).tolist() for _ in range(args.sentences)
-    ]
-    regions = rng.random((args.sentences, args.regions, config.region_dim), dtype=np.float32).astype(np.float16)
+    sources = [rng.integers(4, shape.src_vocab, size=int(rng.integers(12, 21))).tolist() for _ in range(args.sentences)]
+    regions = rng.random((args.sentences, args.regions, shape.region_dim), dtype=np.float32).astype(np.float16)
     print(
         f"{args.sentences} sentences of 12-20 tokens, beam {args.beam}, max_len {args.max_len}, {args.threads} threads"
     )

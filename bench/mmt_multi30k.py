@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from mmt.metrics import translation_scores
-from mmt.model import MMTConfig, RegionalMMT
-from mmt.text import TextPipeline
+from mmt.model import MMTConfig, MMTShape, RegionalMMT
+from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import Example, TrainConfig, fit
 from mmt.translator import MMTTranslator
 
@@ -55,13 +55,13 @@ def main() -> None:
     split = {name: (read(raw / f"{stem}.{args.src}.gz"), read(raw / f"{stem}.{args.tgt}.gz"))
              for name, stem in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr"))}  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="mmt-multi30k-"))
-    text = TextPipeline.train(*split["train"], src_lang=args.src, tgt_lang=args.tgt, vocab_size=args.vocab,
-                              joint=False, lowercase=True, max_len=100, out_dir=work, seed=0)  # fmt: skip
+    subwords = SubwordConfig(lowercase=True, vocab_size=args.vocab, joint=False, max_len=100)
+    text = TextPipeline.train(*split["train"], src_lang=args.src, tgt_lang=args.tgt, config=subwords, out_dir=work,
+                              seed=0)  # fmt: skip
     sources, targets = text.encode_source(split["train"][0]), text.encode_target(split["train"][1])
     examples = [Example(tuple(s), tuple(t)) for s, t in zip(sources.ids, targets.ids, strict=True)]
-    config = MMTConfig(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, emb_dim=args.emb,
-                       hidden=args.hidden, dropout=args.dropout)  # fmt: skip
-    model = RegionalMMT(config)
+    config = MMTConfig(emb_dim=args.emb, hidden=args.hidden, dropout=args.dropout)
+    model = RegionalMMT(config, MMTShape(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size))
     cpu = torch.device("cpu")
     translator = MMTTranslator(model, text, name="text-only", regions=None, device=cpu)
     val_src, val_tgt = split["val"]
@@ -87,7 +87,8 @@ def main() -> None:
             examples,
             regions=None,
             evaluate=validate,
-            config=TrainConfig(epochs=100, batch_size=args.batch, patience=3, seed=0),
+            config=TrainConfig(epochs=100, batch_size=args.batch, patience=3),
+            seed=0,
             device=cpu,
             autocast=nullcontext,
             checkpoint_path=checkpoint,

@@ -108,13 +108,13 @@ vocab = Vocabulary.build([(c.lang, c.text) for c in captions], ["en"], min_count
 rows = {image_id: row for row, image_id in enumerate(ids)}
 train = encode_captions(captions, vocab, rows, max_len=100, source="bench")
 del captions
-config = TrainConfig(batch_size=batch_size)
-torch.manual_seed(config.seed)
+config, seed = TrainConfig(batch_size=batch_size), 0
+torch.manual_seed(seed)
 model = build_model("san", make_config("san", {}), vocab_size=len(vocab), languages=1, region_dim=run["dim"])
 model.train()
 optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
 loss, weights, device = RankingLoss("harder"), torch.ones(len(train.type_names)), torch.device("cpu")
-sampler = BalancedSampler(train.synthetic, batch_size, config.synthetic_fraction, config.seed)
+sampler = BalancedSampler(train.synthetic, batch_size, config.synthetic_fraction, seed)
 baseline = status()
 started = time.perf_counter()
 regions = Timed(FeatureStore.open(run["store"]) if run["mode"] == "memmap" else InRam(run["npy"]))

@@ -1,4 +1,4 @@
-"""Atomic writes and strict text reading shared by every adapter and writer.
+"""Atomic writes, strict text reading and file hashes shared by every adapter and writer.
 
 Every artifact is written to a temporary sibling first and renamed into place, so a killed process
 never leaves a half-written file or folder where a reader (or DVC) would take it for a finished one.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -55,6 +57,20 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json(path: str | os.PathLike[str], data: object) -> None:
+    """``data`` as indented JSON with sorted keys (the same data gives the same bytes), written atomically."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

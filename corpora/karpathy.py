@@ -20,6 +20,7 @@ same order), so it must never be shuffled or sorted.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,8 +29,25 @@ from corpora.image_files import ListedImage
 from corpora.io import InputError
 from corpora.languages import check_language
 from corpora.prepared import Corpus
+from settings.checks import check_range
 
 KARPATHY_SPLITS = ("train", "val", "test", "restval")
+
+
+@dataclass(frozen=True)
+class KarpathyConfig:
+    """How to read a Karpathy split file (the `prepare.karpathy` section of params.yaml).
+
+    Attributes:
+        captions_per_image: The first this many captions of each image are kept (5 in every paper).
+        restval: COCO's 30,504 restval images join train, or are dropped.
+    """
+
+    captions_per_image: int = 5
+    restval: Literal["train", "drop"] = "train"
+
+    def __post_init__(self) -> None:
+        check_range("captions_per_image", self.captions_per_image, 1, 20)
 
 
 def read_karpathy(

@@ -1,8 +1,11 @@
-"""ISO 639-1 language codes: the only language identifiers the tables accept."""
+"""ISO 639-1 language codes (the only language identifiers the tables accept) and the languages of a run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from corpora.io import InputError
+from settings.checks import SettingError, check
 
 ISO_639_1: frozenset[str] = frozenset(
     """
@@ -21,3 +24,28 @@ def check_language(code: str, *, where: str) -> str:
     if code not in ISO_639_1:
         raise InputError(f"{where}: unknown language code {code!r} (expected an ISO 639-1 code such as 'en', 'de')")
     return code
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a run.
+
+    Attributes:
+        pivot: The language of the English-only models and of backward translation (ISO 639-1).
+        targets: Languages translated to and from the pivot; order is kept.
+    """
+
+    pivot: str
+    targets: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        allowed = "an ISO 639-1 language code (en, de, fr, cs, ...)"
+        check(self.pivot in ISO_639_1, "pivot", self.pivot, allowed)
+        for index, code in enumerate(self.targets):
+            check(code in ISO_639_1, f"targets[{index}]", code, allowed)
+        if len(set(self.all)) != len(self.all):
+            raise SettingError("", f"a language is listed twice in pivot + targets: {list(self.all)}")
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (self.pivot, *self.targets)

@@ -25,15 +25,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
 from corpora.io import InputError, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
-from corpora.tables import SPLITS
+from corpora.tables import SPLITS, check_split_keys
+from settings.checks import check_not_empty
 
-TASKS = ("task1", "task2")
+Task = Literal["task1", "task2"]
+TASKS: tuple[Task, ...] = ("task1", "task2")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,25 @@ MULTI30K_2016: dict[str, Multi30kSplit] = {
     "val": Multi30kSplit(task1="val", task2="val"),
     "test": Multi30kSplit(task1="test_2016_flickr", task2="test_2016"),
 }
+
+
+@dataclass(frozen=True)
+class Multi30kConfig:
+    """How to read a Multi30K-layout folder (the `prepare.multi30k` section of params.yaml).
+
+    Attributes:
+        tasks: task1 (translation captions) and/or task2 (comparable captions).
+        tokenized: Read ``tok/*.lc.norm.tok.*`` instead of ``raw/*.gz``.
+        splits: Canonical split -> file stems in task1/ and task2/.
+    """
+
+    tasks: tuple[Task, ...] = TASKS
+    tokenized: bool = False
+    splits: dict[str, Multi30kSplit] = field(default_factory=lambda: dict(MULTI30K_2016))
+
+    def __post_init__(self) -> None:
+        check_not_empty("tasks", self.tasks, "task (task1, task2)")
+        check_split_keys("splits", self.splits)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpora import tables
 from corpora.io import InputError, atomic_dir
@@ -46,3 +47,33 @@ def read_prepared(prepared_dir: str | os.PathLike[str]) -> Corpus:
     captions = tables.read_captions(root / "captions.parquet", images=images)
     parallel = {path.stem: tables.read_parallel(path) for path in sorted((root / "parallel").glob("*.parquet"))}
     return Corpus(images=images, captions=captions, parallel=parallel)
+
+
+def count_captions(corpus: Corpus) -> list[dict[str, object]]:
+    """Per split and language: images, comparable captions, translation captions."""
+    images, captions = corpus.images, corpus.captions
+    rows: list[dict[str, object]] = []
+    for split in pc.unique(images.column("split")).to_pylist():
+        in_split = captions.filter(pc.equal(captions.column("split"), split))
+        split_images = pc.sum(pc.equal(images.column("split"), split)).as_py()
+        for lang in sorted(pc.unique(in_split.column("lang")).to_pylist()):
+            kinds = in_split.filter(pc.equal(in_split.column("lang"), lang)).column("kind")
+            rows.append(
+                {
+                    "split": split,
+                    "lang": lang,
+                    "images": split_images,
+                    "comparable": pc.sum(pc.equal(kinds, "comparable")).as_py() or 0,
+                    "translation": pc.sum(pc.equal(kinds, "translation")).as_py() or 0,
+                }
+            )
+    return rows
+
+
+def count_parallel(corpus: Corpus) -> list[dict[str, object]]:
+    """Per language pair and split: sentence pairs of the text-only corpus."""
+    rows: list[dict[str, object]] = []
+    for name, table in sorted(corpus.parallel.items()):
+        for split in pc.unique(table.column("split")).to_pylist():
+            rows.append({"pair": name, "split": split, "pairs": pc.sum(pc.equal(table.column("split"), split)).as_py()})
+    return rows

@@ -16,6 +16,7 @@ exist, so images.path = image_id and the sizes are null.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from corpora.human_captions import comparable_corpus
@@ -23,7 +24,25 @@ from corpora.image_files import ListedImage
 from corpora.io import InputError, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
-from corpora.tables import SPLITS
+from corpora.tables import SPLITS, check_split_keys
+from settings.checks import check_range
+
+
+@dataclass(frozen=True)
+class ScanCaptionsConfig:
+    """How to read a SCAN precomp folder (the `prepare.scan` section of params.yaml).
+
+    Attributes:
+        captions_per_image: Consecutive caption lines per image (5).
+        splits: Canonical split -> SCAN file stem (train, dev, test; COCO 5K test: testall).
+    """
+
+    captions_per_image: int = 5
+    splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "val": "dev", "test": "test"})
+
+    def __post_init__(self) -> None:
+        check_range("captions_per_image", self.captions_per_image, 1, 20)
+        check_split_keys("splits", self.splits)
 
 
 def read_scan_captions(

@@ -21,10 +21,21 @@ import pyarrow.parquet as pq
 
 from corpora.io import InputError, atomic_path
 from corpora.languages import ISO_639_1
+from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
 ORIGINS = ("human", "mt", "mmt")
 KINDS = ("comparable", "translation")
+
+
+def check_split_keys(key: str, splits: Mapping[str, object]) -> None:
+    """A setting that maps canonical split names to something: at least one, and only train/val/test."""
+    unknown = sorted(set(splits) - set(SPLITS))
+    if unknown:
+        raise SettingError(f"{key}.{unknown[0]}", f"unknown split; allowed: {', '.join(SPLITS)}")
+    if not splits:
+        raise SettingError(key, "at least one split is needed")
+
 
 IMAGES_SCHEMA = pa.schema(
     [

@@ -9,6 +9,7 @@ order, stripped of surrounding whitespace; Moses escapes in plain files (``&apos
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,9 +17,23 @@ import pyarrow as pa
 from corpora.io import InputError, read_parallel_lines
 from corpora.languages import check_language
 from corpora.sgm import read_sgm_pair
-from corpora.tables import SPLITS, parallel_table
+from corpora.tables import SPLITS, check_split_keys, parallel_table
 
 SUFFIXES = ("", ".gz", ".sgm")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How to read a text-only parallel corpus (the `prepare.parallel` section of params.yaml).
+
+    Attributes:
+        splits: Canonical split -> file stem in each ``<src>-<tgt>/`` folder (e.g. val: newstest2013).
+    """
+
+    splits: dict[str, str] = field(default_factory=lambda: {split: split for split in SPLITS})
+
+    def __post_init__(self) -> None:
+        check_split_keys("splits", self.splits)
 
 
 def read_parallel_corpus(

@@ -23,6 +23,7 @@ BOX_COLUMNS = ("x0", "y0", "x1", "y1")
 class GivenBoxes:
     """Boxes (and labels, when the file has them) grouped by image, in file order."""
 
+    source: Path  # the boxes file
     boxes: dict[str, np.ndarray]  # image_id -> (k, 4) float32
     labels: dict[str, list[str]] | None  # image_id -> object class per box
     attributes: dict[str, list[list[str]]] | None  # image_id -> attribute names per box
@@ -52,7 +53,7 @@ def read_given_boxes(path: str | Path) -> GivenBoxes:
     boxes = {image_id: coords[rows] for image_id, rows in groups.items()}
     labels = _group(table, "label", groups)
     attributes = _group(table, "attributes", groups)
-    return GivenBoxes(boxes=boxes, labels=labels, attributes=attributes)
+    return GivenBoxes(source=source, boxes=boxes, labels=labels, attributes=attributes)
 
 
 def _group(table: pa.Table, column: str, groups: dict[str, list[int]]) -> dict[str, list] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,8 +25,29 @@ import torch
 
 from features.butd import BottomUpAttention, BUTDConfig, select_proposals
 from features.regions import GivenRegions, ImageRegions, RegionSelection, max_regions
+from settings.checks import check_range
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
+@dataclass(frozen=True)
+class BUTDSettings:
+    """Which detector checkpoint to run and at what image scale (the `features.butd` section of params.yaml).
+
+    Attributes:
+        checkpoint: File in the feature inputs folder: ``*.pkl`` (py-bottom-up-attention) or ``*.pth``
+            (bottom-up-attention.pytorch); needed when the extractor is butd.
+        test_scale: Shorter image side after resizing (600 in the reference).
+        max_size: Cap of the longer side (1000).
+    """
+
+    checkpoint: str | None = None
+    test_scale: int = 600
+    max_size: int = 1000
+
+    def __post_init__(self) -> None:
+        check_range("test_scale", self.test_scale, 32, 10_000)
+        check_range("max_size", self.max_size, self.test_scale, 20_000)
 
 
 def caffe_scale(height: int, width: int, test_scale: int = 600, max_size: int = 1000) -> float:

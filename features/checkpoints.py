@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import codecs
 import collections
-import hashlib
 import importlib
 import pickle
 from collections.abc import Mapping
@@ -117,15 +116,6 @@ def restricted_pickle_load(file: IO[bytes], source: str = "pickle") -> Any:
         raise
     except Exception as error:  # a corrupt pickle can fail in many ways
         raise CheckpointError(f"{source}: not a readable pickle ({type(error).__name__}: {error})") from error
-
-
-def checkpoint_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:

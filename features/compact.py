@@ -19,14 +19,21 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from corpora.io import InputError, atomic_path, file_sha256
+from features.boxes import GivenBoxes
+from features.images import BadImageError, load_rgb
 from features.regions import ImageRegions
+from settings.checks import check_not_empty, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +45,33 @@ class CompactConfig:
     widths: tuple[int, ...] = (16, 32, 64, 128)  # conv stage widths; every stage after the first halves the size
     dim: int = 256  # region feature size D
 
+    def __post_init__(self) -> None:
+        check_range("glimpse", self.glimpse, 0.05, 1.0)
+        check_range("input_size", self.input_size, 4, 1024)
+        check_not_empty("widths", self.widths, "stage width")
+        for index, width in enumerate(self.widths):
+            check_range(f"widths[{index}]", width, 1, 4096)
+        check_range("dim", self.dim, 8, 8192)
+
 
 @dataclass(frozen=True)
 class CompactTraining:
     epochs: int = 6
     batch_size: int = 64
     lr: float = 2e-3
-    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_range("epochs", self.epochs, 1, 1000)
+        check_range("batch_size", self.batch_size, 1, 65_536)
+        check_positive("lr", self.lr, below=1.0)
+
+
+@dataclass(frozen=True)
+class CompactPreset:
+    """The built-in preset (the `features.compact` section of params.yaml): the encoder and its training."""
+
+    encoder: CompactConfig = field(default_factory=CompactConfig)
+    training: CompactTraining = field(default_factory=CompactTraining)
 
 
 class CompactRegionEncoder(nn.Module):
@@ -118,16 +145,17 @@ def train_encoder(
     *,
     objects: Sequence[str],
     attributes: Sequence[str],
+    seed: int = 0,
     progress: Callable[[int, float], None] | None = None,
 ) -> CompactRegionEncoder:
     """Train the encoder on labelled glimpses (cross-entropy on objects + binary cross-entropy on attributes).
 
-    Deterministic on CPU for a fixed ``training.seed``. ``progress(epoch, mean_loss)`` is called per epoch.
+    Deterministic on CPU for a fixed ``seed``. ``progress(epoch, mean_loss)`` is called per epoch.
     """
-    torch.manual_seed(training.seed)
+    torch.manual_seed(seed)
     model = CompactRegionEncoder(config, objects, attributes)
     optimizer = torch.optim.Adam(model.parameters(), lr=training.lr)
-    order_rng = torch.Generator().manual_seed(training.seed)
+    order_rng = torch.Generator().manual_seed(seed)
     model.train()
     for epoch in range(1, training.epochs + 1):
         started, losses = time.perf_counter(), []
@@ -253,3 +281,47 @@ def weights_sha256(path: str) -> str:
         digest.update(name.encode())
         digest.update(tensor.contiguous().numpy().tobytes())
     return digest.hexdigest()
+
+
+def encoder_for(
+    images: pa.Table, images_root: Path, boxes: GivenBoxes, preset: CompactPreset, *, seed: int, work: Path
+) -> Path:
+    """The encoder trained on the train split's labelled boxes of ``images``, saved under ``work``.
+
+    The file is named by a fingerprint of everything that determines it (preset, seed, boxes, train images),
+    so a rerun with the same inputs reuses it and a changed input trains a new one.
+
+    Raises:
+        InputError: the boxes carry no ``label``/``attributes`` to train on.
+    """
+    train = images.filter(pc.equal(images.column("split"), "train"))
+    if boxes.labels is None or boxes.attributes is None:
+        raise InputError(f"{boxes.source}: the compact encoder trains on `label` and `attributes` columns; none found")
+    training = {**asdict(preset.training), "seed": seed}  # the key of earlier runs, which kept the seed here
+    key = hashlib.sha256(
+        json.dumps(
+            [asdict(preset.encoder), training, file_sha256(boxes.source), train.column("image_id").to_pylist()]
+        ).encode()
+    ).hexdigest()[:16]
+    checkpoint = work / "compact" / f"encoder-{key}.pt"
+    if checkpoint.is_file():
+        logger.info("Reusing the compact encoder trained earlier on the same inputs: %s", checkpoint)
+        return checkpoint
+    objects = sorted({label for labels in boxes.labels.values() for label in labels})
+    attributes = sorted({name for per_box in boxes.attributes.values() for names in per_box for name in names})
+    examples = []
+    for image_id, path in zip(train.column("image_id").to_pylist(), train.column("path").to_pylist(), strict=True):
+        try:
+            image = load_rgb(images_root / path)
+        except BadImageError as error:  # the extraction pass reports every bad image (or records it)
+            logger.warning("Training without %s", error)
+            continue
+        if image_id in boxes.boxes:
+            examples.append((image, boxes.of(image_id), boxes.labels[image_id], boxes.attributes[image_id]))
+    data = labelled_glimpses(examples, preset.encoder, objects=objects, attributes=attributes)
+    logger.info("Training the compact encoder on %d boxes of %d train images", len(data.objects), train.num_rows)
+    model = train_encoder(data, preset.encoder, preset.training, objects=objects, attributes=attributes, seed=seed)
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(checkpoint) as tmp:
+        save_encoder(model, str(tmp))
+    return checkpoint

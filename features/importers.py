@@ -20,12 +20,13 @@ import binascii
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from corpora.io import InputError
+from corpora.tables import check_split_keys
 from features.npy import NpyLayout, read_layout, read_rows
 from features.regions import ImageRegions
 from features.store import FeatureStoreWriter
@@ -35,6 +36,22 @@ log = logging.getLogger(__name__)
 PathLike = str | os.PathLike[str]
 SCAN_REPEAT = 5  # rows per image in SCAN's f30k train array: one per caption
 TSV_FIELDS = ("image_id", "image_w", "image_h", "num_boxes", "boxes", "features")
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """What to import (the `features.imported` section of params.yaml).
+
+    Attributes:
+        tsv_files: butd-tsv: files in the feature inputs folder, in order.
+        scan_splits: scan-npy: canonical split -> stem of ``<stem>_ims.npy`` in the feature inputs folder.
+    """
+
+    tsv_files: tuple[str, ...] = ()
+    scan_splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "val": "dev", "test": "test"})
+
+    def __post_init__(self) -> None:
+        check_split_keys("scan_splits", self.scan_splits)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from settings.checks import check_fraction, check_range
+
 
 @dataclass(frozen=True)
 class FixedRegions:
@@ -47,6 +49,43 @@ def max_regions(selection: RegionSelection) -> int:
     if isinstance(selection, FixedRegions):
         return selection.count
     return selection.max_count
+
+
+@dataclass(frozen=True)
+class RegionConfig:
+    """How regions are chosen (the `features.regions` section of params.yaml); see :meth:`selection`.
+
+    Attributes:
+        mode: fixed (``count`` per image), adaptive (``min_count``..``max_count`` above ``conf_thresh``) or
+            given (features of supplied boxes, at most ``max_count`` per image).
+        count: fixed: regions per image (36 in the papers).
+        min_count: adaptive: at least this many.
+        max_count: adaptive: at most this many (100 in the reference); given: K of the store.
+        conf_thresh: fixed/adaptive: the detection confidence a region should reach.
+    """
+
+    mode: Literal["fixed", "adaptive", "given"] = "fixed"
+    count: int = 36
+    min_count: int = 10
+    max_count: int = 100
+    conf_thresh: float = 0.2
+
+    def __post_init__(self) -> None:
+        check_range("count", self.count, 1, 1000)
+        check_range("min_count", self.min_count, 1, 1000)
+        check_range("max_count", self.max_count, self.min_count if self.mode == "adaptive" else 1, 1000)
+        check_fraction("conf_thresh", self.conf_thresh)
+
+    def selection(self) -> RegionSelection:
+        if self.mode == "fixed":
+            return FixedRegions(count=self.count, conf_thresh=self.conf_thresh)
+        if self.mode == "adaptive":
+            return AdaptiveRegions(self.min_count, self.max_count, self.conf_thresh)
+        return GivenRegions(max_count=self.max_count)
+
+    def imported_count(self) -> int:
+        """K of an imported store: imported features come without given boxes, so `given` counts as `fixed`."""
+        return self.count if self.mode == "given" else max_regions(self.selection())
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from corpora.io import InputError
-from corpora.prepared import read_prepared
+from corpora.prepared import count_captions, count_parallel, read_prepared
 from flows.params import ParamsError, load_params
-from tasks.data import count_captions, count_parallel
 
 
 def check_params(args: argparse.Namespace) -> None:

@@ -5,29 +5,27 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
-from features.checkpoints import checkpoint_sha256
-from features.compact import CompactConfig, CompactTraining, weights_sha256
+from corpora.io import write_json
+from corpora.tables import read_images
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
-from flows.params import FeaturesParams, Params
+from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter, FeaturesConfig
+from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser, task_runner
+from settings.runtime import Runtime
 from tasks.features import (
-    ExtractorSpec,
     assemble_store,
+    extractor_weights,
     import_features,
     plan_image_jobs,
     probe_features,
-    region_selection,
     run_shards,
-    train_compact_encoder,
-    write_metrics,
 )
-from tasks.runtime import Precision, device_name
 
 
 @dataclass(frozen=True)
@@ -42,30 +40,26 @@ class FeaturesPaths:
 
 
 @flow(name="features", log_prints=True, persist_result=False)
-def features(
-    params: FeaturesParams, paths: FeaturesPaths, seed: int, device: str, precision: Precision
-) -> dict[str, object]:
+def features(config: FeaturesConfig, paths: FeaturesPaths, seed: int, runtime: Runtime) -> dict[str, object]:
     """Extract (or import) region features into ``paths.out``; write and return the stage metrics."""
     started = time.perf_counter()
-    if params.extractor in ("scan-npy", "butd-tsv"):
-        imported = import_features(params, paths.prepared, paths.inputs, paths.out)
-        return _finish(params, paths, imported, started, [])
-    boxes = paths.boxes if params.regions.mode == "given" else None
+    entry = EXTRACTORS[config.extractor]
+    if isinstance(entry, FeatureImporter):
+        imported = import_features(config, paths.prepared, paths.inputs, paths.out)
+        return _finish(config, paths, imported, started, [])
+    boxes = paths.boxes if config.regions.mode == "given" else None
     jobs = plan_image_jobs(paths.prepared, paths.images, boxes)
-    spec = _extractor_spec(params, paths, seed, device, precision)
-    checkpoint_sha = weights_sha256(spec.checkpoint) if spec.kind == "compact" else checkpoint_sha256(spec.checkpoint)
-    description: dict[str, object] = {
-        "extractor": spec.kind,
-        "checkpoint_sha256": checkpoint_sha,
-        "selection": asdict(spec.selection),
-    }
-    if spec.kind == "butd":
-        description |= {"test_scale": spec.test_scale, "max_size": spec.max_size}
-    key = fingerprint(jobs, shard_size=params.shard_size, extractor=description)
-    shards = plan_shards(jobs, params.shard_size)
-    reports = run_shards(shards, spec, paths.work, key, params, checkpoint_sha, description)
+    images = read_images(Path(paths.prepared) / "images.parquet")
+    inputs = ExtractionInputs(images, Path(paths.images), Path(paths.boxes), Path(paths.inputs), Path(paths.work), seed)
+    weights = extractor_weights(config, inputs)
+    spec = entry.spec(config.extractor, config, Path(weights), runtime)
+    weights_sha = entry.weights_sha256(Path(weights))
+    description = spec.description(weights_sha)
+    key = fingerprint(jobs, shard_size=config.shard_size, extractor=description)
+    shards = plan_shards(jobs, config.shard_size)
+    reports = run_shards(shards, spec, paths.work, key, config, weights_sha, description)
     bad = [item for report in reports for item in report.bad]
-    if bad and params.on_bad_image == "fail":
+    if bad and config.on_bad_image == "fail":
         raise BadImagesError(bad)
     assemble_store(paths.work, key, shards, paths.out)
     metrics: dict[str, object] = {
@@ -73,32 +67,15 @@ def features(
         "bad_images": len(bad),
         "regions": sum(report.regions for report in reports),
     }
-    if params.probe and boxes is not None:
+    if config.probe and boxes is not None:
         metrics["probe"] = probe_features(paths.out, paths.prepared, boxes)
-    return _finish(params, paths, metrics, started, reports)
-
-
-def _extractor_spec(
-    params: FeaturesParams, paths: FeaturesPaths, seed: int, device: str, precision: Precision
-) -> ExtractorSpec:
-    """The extractor to run; the built-in preset is trained first (or reused from an earlier identical run)."""
-    selection = region_selection(params.regions)
-    if params.extractor == "butd":
-        checkpoint = str(Path(paths.inputs) / str(params.butd.checkpoint))
-        return ExtractorSpec(
-            "butd", checkpoint, selection, device, precision, params.butd.test_scale, params.butd.max_size
-        )
-    compact = params.compact
-    config = CompactConfig(compact.glimpse, compact.input_size, compact.widths, compact.dim)
-    training = CompactTraining(compact.epochs, compact.batch_size, compact.lr, seed)
-    checkpoint = train_compact_encoder(paths.prepared, paths.images, paths.boxes, config, training, paths.work)
-    return ExtractorSpec("compact", checkpoint, selection, device, precision)
+    return _finish(config, paths, metrics, started, reports)
 
 
 def _finish(
-    params: FeaturesParams, paths: FeaturesPaths, metrics: dict[str, object], started: float, reports: list[ShardReport]
+    config: FeaturesConfig, paths: FeaturesPaths, metrics: dict[str, object], started: float, reports: list[ShardReport]
 ) -> dict[str, object]:
-    write_metrics(paths.metrics, metrics)  # no timings here: metrics must be identical for identical inputs
+    write_json(paths.metrics, metrics)  # no timings here: metrics must be identical for identical inputs
     rows: list[dict[str, object]] = [
         {
             "shard": report.shard,
@@ -118,7 +95,7 @@ def _finish(
             "seconds": round(time.perf_counter() - started, 2),
         }
     )
-    create_table_artifact(key="features-shards", table=rows, description=f"{params.extractor}: shards and timing")
+    create_table_artifact(key="features-shards", table=rows, description=f"{config.extractor}: shards and timing")
     return metrics
 
 
@@ -139,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         paths = FeaturesPaths(args.prepared, args.images, args.boxes, args.inputs, args.out, args.work, args.metrics)
         runnable = features.with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("features")):
-            runnable(params.features, paths, params.seed, device_name(params.device), params.precision)
+            runnable(params.features, paths, params.seed, Runtime.resolve(params.device, params.precision))
 
     run_stage(parser, argv, body)
 

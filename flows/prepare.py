@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 
 from prefect import flow, tags
 
-from flows.params import Languages, Params, PrepareParams
+from corpora.adapters import PrepareConfig
+from corpora.languages import Languages
+from corpora.prepared import count_captions, count_parallel
+from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
-from tasks.data import (
-    count_captions,
-    count_parallel,
-    publish_counts,
-    read_captioned_images,
-    read_parallel_text,
-    with_parallel,
-    write_prepared_tables,
-)
+from tasks.data import publish_counts, read_captioned_images, read_parallel_text, write_prepared_tables
 
 
 @flow(name="prepare", log_prints=True, persist_result=False)
 def prepare(
-    params: PrepareParams, languages: Languages, source: str, images: str, parallel: str, out: str
+    config: PrepareConfig, languages: Languages, source: str, images: str, parallel: str, out: str
 ) -> list[dict[str, object]]:
-    corpus = read_captioned_images(params, languages, source, images)
-    corpus = with_parallel(corpus, read_parallel_text(params, languages, parallel))
+    image_root = images if config.read_image_sizes else None
+    corpus = read_captioned_images(config.format, config.adapter_config, source, image_root, languages, config.dataset)
+    corpus = dataclasses.replace(corpus, parallel=read_parallel_text(config.parallel, languages, parallel))
     write_prepared_tables(corpus, out)
     counts = count_captions(corpus)
     publish_counts(counts, key="prepare-counts", description="Prepared captions per split and language")

@@ -14,29 +14,25 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from corpora.prepared import read_prepared
-from flows.params import Params, SynthesisParams
+from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser, task_runner
-from mmt.synthesis import SynthesisTask, collect, plan_shards, select_sources
-from tasks.mmt import Runtime, system_sha256, translate_shard, write_synthesized
-from tasks.runtime import device_name
+from mmt.synthesis import SynthesisConfig, SynthesisTask, collect, plan_shards, select_sources
+from mmt.systems import system_sha256
+from settings.runtime import Runtime
+from tasks.mmt import translate_shard, write_synthesized
 
 
 @flow(name="synthesize", log_prints=True, persist_result=False)
 def synthesize(
-    params: SynthesisParams, pivot: str, target: str, prepared: str, store: str, models: str, work: str, out: str,
+    config: SynthesisConfig, pivot: str, target: str, prepared: str, store: str, models: str, work: str, out: str,
     runtime: Runtime,
 ) -> dict[str, int]:  # fmt: skip
     captions = read_prepared(prepared).captions
-    sources = select_sources(captions, lang=pivot, split="train", kinds=params.kinds)
+    sources = select_sources(captions, lang=pivot, split="train", kinds=config.kinds)
     tables: list[pa.Table] = []
     for origin in ("mmt", "mt"):
-        regions = store if origin == "mmt" else None
-        forward = _pass(
-            params, sources, f"{origin}-{pivot}-{target}", origin, target, 1, regions, models, work, runtime
-        )
-        backward = _pass(
-            params, forward, f"{origin}-{target}-{pivot}", origin, pivot, 2, regions, models, work, runtime
-        )
+        forward = _pass(config, sources, f"{origin}-{pivot}-{target}", origin, target, 1, store, models, work, runtime)
+        backward = _pass(config, forward, f"{origin}-{target}-{pivot}", origin, pivot, 2, store, models, work, runtime)
         tables += [forward, backward]
     counts = write_synthesized(tables, prepared, out)
     _show_samples(sources, tables, target)
@@ -44,15 +40,15 @@ def synthesize(
 
 
 def _pass(
-    params: SynthesisParams, sources: pa.Table, system: str, origin: str, lang: str, hop: int, store: str | None,
+    config: SynthesisConfig, sources: pa.Table, system: str, origin: str, lang: str, hop: int, store: str,
     models: str, work: str, runtime: Runtime,
 ) -> pa.Table:  # fmt: skip
     """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
     model_dir = str(Path(models) / system)
     task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))  # type: ignore[arg-type]
-    shards = plan_shards(sources, task, work=Path(work), shard_size=params.shard_size)
+    shards = plan_shards(sources, task, work=Path(work), shard_size=config.shard_size)
     futures = translate_shard.map(shards, unmapped(task), unmapped(model_dir), unmapped(store), unmapped(runtime),
-                                  unmapped(params.beam), unmapped(params.batch_size))  # fmt: skip
+                                  unmapped(config.beam), unmapped(config.batch_size))  # fmt: skip
     progress = create_progress_artifact(progress=0.0, description=f"{system}: shards translated")
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()
@@ -77,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        runtime = Runtime(device_name(params.device), params.precision)
+        runtime = Runtime.resolve(params.device, params.precision)
         runnable = synthesize.with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("synthesize"), f"pair:{params.languages.pivot}-{args.target}"):
             runnable(params.synthesis, params.languages.pivot, args.target, args.prepared, args.store, args.models,

@@ -17,23 +17,17 @@ from prefect.artifacts import create_table_artifact
 
 from corpora.prepared import read_prepared
 from features.store import FeatureStore
-from flows.params import MMTParams, Params
+from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
-from tasks.mmt import (
-    Runtime,
-    build_marian,
-    direction_data,
-    evaluate_system,
-    finetune,
-    pretrain,
-    train_text_pipeline,
-)
-from tasks.runtime import device_name
+from mmt.pairs import direction_data
+from mmt.systems import SystemRequest, SystemsConfig
+from settings.runtime import Runtime
+from tasks.mmt import pretrain_direction, test_translation_system, train_subwords, train_translation_system
 
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
 def train_mmt(
-    params: MMTParams, pivot: str, target: str, prepared: str, store: str, models: str, mt_models: str,
+    config: SystemsConfig, pivot: str, target: str, prepared: str, store: str, models: str, mt_models: str,
     metrics: str, seed: int, runtime: Runtime,
 ) -> list[dict[str, object]]:  # fmt: skip
     region_dim = FeatureStore.open(store).dim
@@ -41,21 +35,17 @@ def train_mmt(
     rows: list[dict[str, object]] = []
     for src, tgt in ((pivot, target), (target, pivot)):
         data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
-        mmt_dir, mt_dir = Path(models) / f"mmt-{src}-{tgt}", Path(models) / f"mt-{src}-{tgt}"
-        text_dirs = [str(mmt_dir)] if params.mt_system == "marian" else [str(mmt_dir), str(mt_dir)]
-        train_text_pipeline(data, params, src=src, tgt=tgt, out_dirs=text_dirs, seed=seed)
-        pretrain(data, params, model_dir=str(mmt_dir), region_dim=region_dim, seed=seed, runtime=runtime)
-        finetune(data, params, pretrained=str(mmt_dir / "pretrain.pt"), model_dir=str(mmt_dir), store_path=store,
-                 region_dim=region_dim, seed=seed, runtime=runtime)  # fmt: skip
-        if params.mt_system == "marian":
-            build_marian(data, params, src=src, tgt=tgt, mt_models=mt_models, out_dir=str(mt_dir), seed=seed,
-                         runtime=runtime)  # fmt: skip
-        else:
-            finetune(data, params, pretrained=str(mmt_dir / "pretrain.pt"), model_dir=str(mt_dir), store_path=None,
-                     region_dim=region_dim, seed=seed, runtime=runtime)  # fmt: skip
-        for folder, regions in ((mmt_dir, store), (mt_dir, None)):
-            scores = evaluate_system(data, model_dir=str(folder), store_path=regions, tgt=tgt, beam=params.beam,
-                                     runtime=runtime, metrics_path=f"{metrics}/{folder.name}.json")  # fmt: skip
+        mmt_dir = Path(models) / f"mmt-{src}-{tgt}"
+        train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=seed)
+        pretrain_direction(data, config, model_dir=str(mmt_dir), region_dim=region_dim, seed=seed, runtime=runtime)
+        for backend, folder in (("mmt", mmt_dir), (config.mt_system, Path(models) / f"mt-{src}-{tgt}")):
+            request = SystemRequest(src, tgt, data, config, folder, mmt_dir / "pretrain.pt", store, Path(mt_models),
+                                    seed, runtime)  # fmt: skip
+            train_translation_system(backend, request)
+        for folder in (mmt_dir, Path(models) / f"mt-{src}-{tgt}"):
+            scores = test_translation_system(str(folder), data.captions["test"], store=store, tgt=tgt,
+                                             beam=config.beam, runtime=runtime,
+                                             metrics_path=f"{metrics}/{folder.name}.json")  # fmt: skip
             rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
     create_table_artifact(key=f"mmt-{pivot}-{target}", table=rows, description="Test captions: BLEU and chrF")
     return rows
@@ -68,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        runtime = Runtime(device_name(params.device), params.precision)
+        runtime = Runtime.resolve(params.device, params.precision)
         with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
             train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.store, args.models,
                       args.mt_models, args.metrics, params.seed, runtime)  # fmt: skip

@@ -19,9 +19,8 @@ from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
 from mmt.augment import VARIANTS
 from retrieval.registry import MODELS
-from tasks.mmt import Runtime
+from settings.runtime import Runtime
 from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model
-from tasks.runtime import device_name
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
@@ -29,11 +28,13 @@ def train_retrieval(
     params: Params, model: str, variant: str, augmented: str, store: str, word_vectors: str, mt_models: str, out: str,
     metrics: str, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
+    config = params.retrieval
     captions = str(Path(augmented) / variant / "captions.parquet")
-    summary = train_retrieval_model(params, model, captions, store, word_vectors, out, runtime)
+    summary = train_retrieval_model(config, model, captions, store, word_vectors, out, params.seed, runtime)
     print(f"{model}-{variant}: best validation rsum {summary['best_val_rsum']:.1f} at epoch {summary['best_epoch']}")
     # Test on the human captions of the prepared data (the same rows in every variant).
-    return evaluate_retrieval_model(params, out, captions, store, mt_models, metrics, runtime)
+    return evaluate_retrieval_model(config, out, captions, store, mt_models, metrics, params.languages.all,
+                                    params.languages.pivot, params.mmt.beam, runtime)  # fmt: skip
 
 
 def check_names(model: str, variant: str) -> None:
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         check_names(args.model, args.variant)
-        runtime = Runtime(device_name(params.device), params.precision)
+        runtime = Runtime.resolve(params.device, params.precision)
         with tags(*run_tags("train_retrieval"), f"model:{args.model}", f"variant:{args.variant}"):
             train_retrieval(params, args.model, args.variant, args.augmented, args.store, args.word_vectors,
                             args.mt_models, args.out, args.metrics, runtime)  # fmt: skip

@@ -52,11 +52,11 @@ def greedy_decode(model: RegionalMMT, batch: SourceBatch, *, max_len: int) -> li
         B lists of target ids without BOS/EOS.
     """
     _check_max_len(max_len)
-    eos = model.config.eos_id
+    eos = model.shape.eos_id
     with evaluating(model):
         encoded = model.encode(batch)
         state = model.initial_state(encoded)
-        previous = torch.full((len(batch),), model.config.bos_id, dtype=torch.long, device=batch.src.device)
+        previous = torch.full((len(batch),), model.shape.bos_id, dtype=torch.long, device=batch.src.device)
         finished = torch.zeros(len(batch), dtype=torch.bool, device=batch.src.device)
         outputs = []
         for _ in range(max_len):
@@ -86,12 +86,12 @@ def beam_search(
         B lists of target ids without BOS/EOS, the best hypothesis of each sentence.
     """
     _check_search(model, beam, max_len)
-    eos = model.config.eos_id
+    eos = model.shape.eos_id
     with evaluating(model):
         encoded = model.encode(batch)
         state = model.initial_state(encoded, rows_per_sentence=beam)
         beams = _Beams.start(len(batch), beam, device=batch.src.device)
-        previous = torch.full((len(batch) * beam,), model.config.bos_id, dtype=torch.long, device=batch.src.device)
+        previous = torch.full((len(batch) * beam,), model.shape.bos_id, dtype=torch.long, device=batch.src.device)
         first_row = torch.arange(len(batch), device=batch.src.device)[:, None] * beam  # (B, 1) row of beam 0
         for _ in range(max_len):
             log_probs, state = model.decode_step(encoded, previous, state)
@@ -182,12 +182,12 @@ def beam_search_reference(
     output. Regions are (K, D) with a (K,) mask, or None for text-only.
     """
     _check_search(model, beam, max_len)
-    config = model.config
+    shape = model.shape
     device = model.output.weight.device
     with evaluating(model):
         batch = source_batch(
             [list(src_ids)],
-            pad_id=config.pad_id,
+            pad_id=shape.pad_id,
             device=device,
             regions=None if regions is None else regions[None],
             region_mask=None if region_mask is None else region_mask[None],
@@ -200,20 +200,20 @@ def beam_search_reference(
                 if hypothesis.finished:
                     candidates.append(hypothesis)  # stays with its score
                     continue
-                previous = hypothesis.tokens[-1] if hypothesis.tokens else config.bos_id
+                previous = hypothesis.tokens[-1] if hypothesis.tokens else shape.bos_id
                 step_input = torch.tensor([previous], device=device)
                 log_probs, state = model.decode_step(encoded, step_input, hypothesis.state)
                 # Only a hypothesis' own `beam` best tokens can be among the `beam` best candidates overall.
                 top, ids = log_probs[0].topk(beam)
                 for log_prob, token in zip(top, ids.tolist(), strict=True):
                     tokens = [*hypothesis.tokens, token]
-                    candidates.append(_Hypothesis(tokens, hypothesis.score + log_prob, token == config.eos_id, state))
+                    candidates.append(_Hypothesis(tokens, hypothesis.score + log_prob, token == shape.eos_id, state))
             candidates.sort(key=lambda candidate: float(candidate.score), reverse=True)
             hypotheses = candidates[:beam]
             if all(hypothesis.finished for hypothesis in hypotheses):
                 break
         best = max(hypotheses, key=lambda hypothesis: _normalised(hypothesis, length_penalty))
-    return _until_eos(best.tokens, config.eos_id)
+    return _until_eos(best.tokens, shape.eos_id)
 
 
 def _normalised(hypothesis: _Hypothesis, length_penalty: float) -> float:
@@ -236,7 +236,7 @@ def _check_max_len(max_len: int) -> None:
 
 def _check_search(model: RegionalMMT, beam: int, max_len: int) -> None:
     _check_max_len(max_len)
-    if not 1 <= beam <= model.config.tgt_vocab - 2:
+    if not 1 <= beam <= model.shape.tgt_vocab - 2:
         raise ValueError(
-            f"beam must be in 1..{model.config.tgt_vocab - 2} (target vocabulary minus PAD/BOS), got {beam}"
+            f"beam must be in 1..{model.shape.tgt_vocab - 2} (target vocabulary minus PAD/BOS), got {beam}"
         )

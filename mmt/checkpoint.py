@@ -1,6 +1,7 @@
 """Saving and loading :class:`~mmt.model.RegionalMMT` checkpoints (``pretrain.pt``, ``finetune.pt``).
 
-A checkpoint is a plain dict ``{"config": asdict(MMTConfig), "state_dict": ..., "extra": ...}`` that
+A checkpoint is a plain dict ``{"config": asdict(MMTConfig), "shape": asdict(MMTShape), "state_dict": ...,
+"extra": ...}`` that
 ``torch.load(weights_only=True)`` reads, so loading a file from elsewhere never runs pickled code.
 """
 
@@ -13,20 +14,24 @@ from typing import Any
 import torch
 
 from corpora.io import InputError, atomic_path
-from mmt.model import MMTConfig, RegionalMMT
+from mmt.model import MMTConfig, MMTShape, RegionalMMT
 
 PathLike = str | os.PathLike[str]
 # Fine-tuning starts the visual part afresh: text-only pre-training never reads the region projection.
 VISUAL_PREFIXES = ("region_proj.",)
-# Config fields a pre-trained model must share with the model it goes into (dropout, region_dim, max_len may differ).
+# Fields a pre-trained model must share with the model it goes into (dropout, region_dim, max_len may differ).
 MUST_MATCH = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "pad_id", "unk_id", "bos_id", "eos_id")
+_PARTS = ("config", "shape", "state_dict", "extra")
 
 
 def save_mmt(path: PathLike, model: RegionalMMT, *, extra: dict[str, Any]) -> None:
     """Write the weights, the config and ``extra`` (plain values: numbers, strings, lists, dicts) atomically."""
     state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
     with atomic_path(path) as tmp:
-        torch.save({"config": asdict(model.config), "state_dict": state, "extra": dict(extra)}, tmp)
+        torch.save(
+            {"config": asdict(model.config), "shape": asdict(model.shape), "state_dict": state, "extra": dict(extra)},
+            tmp,
+        )
 
 
 def read_checkpoint(path: PathLike, *, device: torch.device) -> dict[str, Any]:
@@ -41,28 +46,32 @@ def read_checkpoint(path: PathLike, *, device: torch.device) -> dict[str, Any]:
         checkpoint = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # torch raises several kinds for a file of another format
         raise InputError(f"{path}: not a readable MMT checkpoint ({error})") from error
-    if not isinstance(checkpoint, dict) or not {"config", "state_dict", "extra"} <= checkpoint.keys():
-        raise InputError(f"{path}: not an MMT checkpoint (expected the keys config, state_dict and extra)")
+    if not isinstance(checkpoint, dict) or not set(_PARTS) <= checkpoint.keys():
+        raise InputError(f"{path}: not an MMT checkpoint of this version (expected the keys {', '.join(_PARTS)})")
     return checkpoint
 
 
-def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> MMTConfig:
-    """The :class:`MMTConfig` stored in ``checkpoint``; unknown or missing fields name the file."""
-    stored = dict(checkpoint["config"])
-    known = {field.name for field in fields(MMTConfig)}
-    unknown = sorted(set(stored) - known)
-    if unknown:
-        raise InputError(f"{path}: config fields {unknown} are unknown to MMTConfig")
-    try:
-        return MMTConfig(**stored)
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{path}: invalid MMT config ({error})") from error
+def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> tuple[MMTConfig, MMTShape]:
+    """The :class:`MMTConfig` and :class:`MMTShape` stored in ``checkpoint``; bad fields name the file."""
+    parts = []
+    for kind, key in ((MMTConfig, "config"), (MMTShape, "shape")):
+        stored = dict(checkpoint[key])
+        unknown = sorted(set(stored) - {field.name for field in fields(kind)})
+        if unknown:
+            raise InputError(f"{path}: {key} fields {unknown} are unknown to {kind.__name__}")
+        try:
+            parts.append(kind(**stored))
+        except (TypeError, ValueError) as error:
+            raise InputError(f"{path}: invalid MMT {key} ({error})") from error
+    config, shape = parts
+    assert isinstance(config, MMTConfig) and isinstance(shape, MMTShape)
+    return config, shape
 
 
 def load_mmt(path: PathLike, *, device: torch.device) -> tuple[RegionalMMT, dict[str, Any]]:
     """Rebuild the saved model on ``device`` in eval mode; returns it with the checkpoint's ``extra``."""
     checkpoint = read_checkpoint(path, device=device)
-    model = RegionalMMT(checkpoint_config(path, checkpoint))
+    model = RegionalMMT(*checkpoint_config(path, checkpoint))
     model.load_state_dict(checkpoint["state_dict"])
     return model.to(device).eval(), checkpoint["extra"]
 
@@ -82,7 +91,9 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
     """
     device = next(model.parameters()).device
     checkpoint = read_checkpoint(path, device=device)
-    theirs, ours = asdict(checkpoint_config(path, checkpoint)), asdict(model.config)
+    stored_config, stored_shape = checkpoint_config(path, checkpoint)
+    theirs = asdict(stored_config) | asdict(stored_shape)
+    ours = asdict(model.config) | asdict(model.shape)
     stored, own = checkpoint["state_dict"], model.state_dict()
     skipped = sorted(name for name in own if name.startswith(VISUAL_PREFIXES))
     wanted = {name: tensor for name, tensor in own.items() if name not in skipped}

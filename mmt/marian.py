@@ -11,8 +11,9 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sentencepiece as spm
@@ -23,6 +24,7 @@ from transformers.models.marian.modeling_marian import shift_tokens_right
 
 from corpora.io import InputError, atomic_dir
 from mmt.text import train_sentencepiece
+from settings.checks import SettingError, check, check_fraction, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class MarianTrainConfig:
         batch_size: Sentence pairs per step.
         epochs: Passes over the training pairs.
         max_steps: Stop after this many steps, if set (smoke tests, quick demos).
-        learning_rate: AdamW peak learning rate, reached after ``warmup_steps``.
+        lr: AdamW peak learning rate, reached after ``warmup_steps``.
         warmup_steps: Linear warm-up steps; the rate then decays with the inverse square root of the step.
         weight_decay: AdamW weight decay.
         label_smoothing: Label smoothing of the cross-entropy (0.1 as in OPUS-MT / Marian).
@@ -71,18 +73,48 @@ class MarianTrainConfig:
     batch_size: int = 32
     epochs: int = 10
     max_steps: int | None = None
-    learning_rate: float = 5e-4
+    lr: float = 5e-4
     warmup_steps: int = 400
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.max_len >= self.max_position_embeddings:
-            raise ValueError(
-                f"max_len ({self.max_len}) must be below max_position_embeddings ({self.max_position_embeddings}): "
-                "the decoder also needs a position for its start token"
-            )
+        check_range("vocab_size", self.vocab_size, 50, 200_000)
+        for name in ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "batch_size"):
+            check_range(name, getattr(self, name), 1, 65_536)
+        if self.d_model % self.attention_heads:
+            raise SettingError("attention_heads", f"got {self.attention_heads}, allowed: a divisor of d_model")
+        check_fraction("dropout", self.dropout, below_one=True)
+        check_range("max_position_embeddings", self.max_position_embeddings, 8, 65_536)
+        # the decoder also needs a position for its start token
+        check_range("max_len", self.max_len, 1, self.max_position_embeddings - 1)
+        check_range("epochs", self.epochs, 1, 10_000)
+        if self.max_steps is not None:
+            check_range("max_steps", self.max_steps, 1, 100_000_000)
+        check_positive("lr", self.lr, below=1.0)
+        check_range("warmup_steps", self.warmup_steps, 0, 100_000_000)
+        check_fraction("weight_decay", self.weight_decay)
+        check_fraction("label_smoothing", self.label_smoothing, below_one=True)
+        check_positive("clip_norm", self.clip_norm)
+
+
+@dataclass(frozen=True)
+class MarianSettings:
+    """The Marian MT backend (the `mmt.marian` section of params.yaml).
+
+    Attributes:
+        local_dirs: "<src>-<tgt>" -> a Marian model folder you hold (e.g. opus-mt-en-de, downloaded
+            elsewhere) in the MT models folder; pairs without one get a model trained here.
+        train: The model trained here for the other pairs, and how.
+    """
+
+    local_dirs: dict[str, str] = field(default_factory=dict)
+    train: MarianTrainConfig = field(default_factory=MarianTrainConfig)
+
+    def __post_init__(self) -> None:
+        for pair in self.local_dirs:
+            check(re.fullmatch(r"[a-z]{2}-[a-z]{2}", pair) is not None, f"local_dirs.{pair}", pair, "<src>-<tgt>")
 
 
 class MarianTranslator:
@@ -111,11 +143,18 @@ class MarianTranslator:
         return cls(model, tokenizer, name=name or folder.name, device=device)
 
     def translate(
-        self, sentences: Sequence[str], *, beam: int = 5, batch_size: int = 32, max_len: int = 100
+        self,
+        sentences: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        beam: int = 5,
+        batch_size: int = 32,
+        max_len: int = 100,
     ) -> list[str]:
         """Translate with beam search; one detokenised output per input, in input order.
 
-        Sentences are batched by length (less padding), then put back in input order.
+        Sentences are batched by length (less padding), then put back in input order. ``image_ids`` are
+        ignored: the model reads text only.
         """
         if beam < 1 or batch_size < 1 or max_len < 1:
             raise ValueError(f"beam, batch_size and max_len must be positive, got {beam}, {batch_size}, {max_len}")
@@ -313,7 +352,7 @@ def _fit(
     total_steps = batches_per_epoch * config.epochs
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     warmup = max(config.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))

@@ -1,4 +1,4 @@
-"""Regionally-attended multimodal NMT (Huang et al. 2020, section 3.1): ``MMTConfig`` and ``RegionalMMT``.
+"""Regionally-attended multimodal NMT (Huang et al. 2020, section 3.1): ``MMTConfig``, ``MMTShape``, ``RegionalMMT``.
 
 The source sentence x = [x_1..x_N] is paired with each of the K region features v_k of its image to form K
 *multimodal threads* u_k = [v_k, x_1..x_N]. One shared Bi-LSTM encodes every thread into states s_{j,k},
@@ -38,46 +38,60 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from settings.checks import check_fraction, check_range
+
 
 @dataclass(frozen=True)
 class MMTConfig:
-    """Sizes and special ids of a :class:`RegionalMMT`.
+    """The architecture of a :class:`RegionalMMT` (the `mmt.model` section of params.yaml).
+
+    Attributes:
+        emb_dim: Word embedding size; regions are projected to it too (nmtpytorch-like 256).
+        hidden: LSTM size of the encoder (per direction) and of the decoder (nmtpytorch-like 512).
+        dropout: Dropout rate on embeddings, encoder states and the attentional state.
+        layers: LSTM layers of the encoder and of the decoder.
+    """
+
+    emb_dim: int = 256
+    hidden: int = 512
+    dropout: float = 0.3
+    layers: int = 1
+
+    def __post_init__(self) -> None:
+        check_range("emb_dim", self.emb_dim, 4, 4096)
+        check_range("hidden", self.hidden, 4, 8192)
+        check_fraction("dropout", self.dropout, below_one=True)
+        check_range("layers", self.layers, 1, 16)
+
+
+@dataclass(frozen=True)
+class MMTShape:
+    """What the data fixes about a :class:`RegionalMMT`: vocabularies, region size, sentence length.
 
     Attributes:
         src_vocab: Source vocabulary size (ids 0..src_vocab-1).
         tgt_vocab: Target vocabulary size.
-        emb_dim: Word embedding size; regions are projected to it too (nmtpytorch-like 256).
-        hidden: LSTM size of the encoder (per direction) and of the decoder (nmtpytorch-like 512).
         region_dim: Size D of a region feature (2048 for bottom-up features, section 4.2).
-        dropout: Dropout rate on embeddings, encoder states and the attentional state.
-        layers: LSTM layers of the encoder and of the decoder.
-        pad_id, unk_id, bos_id, eos_id: Special token ids, shared by both vocabularies.
         max_len: Longest sentence in tokens (the paper truncates at 100); also the decoding limit callers use.
+        pad_id, unk_id, bos_id, eos_id: Special token ids, shared by both vocabularies.
     """
 
     src_vocab: int
     tgt_vocab: int
-    emb_dim: int = 256
-    hidden: int = 512
     region_dim: int = 2048
-    dropout: float = 0.3
-    layers: int = 1
+    max_len: int = 100
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
     eos_id: int = 3
-    max_len: int = 100
 
     def __post_init__(self) -> None:
-        sizes = {name: getattr(self, name) for name in ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "region_dim")}
-        small = {name: size for name, size in sizes.items() if size < 1}
-        if small or self.layers < 1 or self.max_len < 1:
-            raise ValueError(f"MMTConfig: sizes, layers and max_len must be at least 1, got {self}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"MMTConfig: dropout must be in [0, 1), got {self.dropout}")
+        sizes = {name: getattr(self, name) for name in ("src_vocab", "tgt_vocab", "region_dim", "max_len")}
+        if min(sizes.values()) < 1:
+            raise ValueError(f"MMTShape: sizes and max_len must be at least 1, got {self}")
         special = (self.pad_id, self.unk_id, self.bos_id, self.eos_id)
         if len(set(special)) != 4 or min(special) < 0 or max(special) >= min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"MMTConfig: special ids {special} must be distinct and inside both vocabularies")
+            raise ValueError(f"MMTShape: special ids {special} must be distinct and inside both vocabularies")
 
 
 @dataclass(frozen=True)
@@ -167,13 +181,13 @@ class DecoderState:
 class RegionalMMT(nn.Module):
     """Bi-LSTM encoder over K multimodal threads + LSTM decoder with factorized local attention (section 3.1)."""
 
-    def __init__(self, config: MMTConfig) -> None:
+    def __init__(self, config: MMTConfig, shape: MMTShape) -> None:
         super().__init__()
-        self.config = config
+        self.config, self.shape = config, shape
         emb, hidden, layers = config.emb_dim, config.hidden, config.layers
-        self.src_embedding = nn.Embedding(config.src_vocab, emb, padding_idx=config.pad_id)
-        self.tgt_embedding = nn.Embedding(config.tgt_vocab, emb, padding_idx=config.pad_id)
-        self.region_proj = nn.Linear(config.region_dim, emb)  # v_k -> word-embedding space
+        self.src_embedding = nn.Embedding(shape.src_vocab, emb, padding_idx=shape.pad_id)
+        self.tgt_embedding = nn.Embedding(shape.tgt_vocab, emb, padding_idx=shape.pad_id)
+        self.region_proj = nn.Linear(shape.region_dim, emb)  # v_k -> word-embedding space
         self.encoder = nn.LSTM(
             emb, hidden, num_layers=layers, bidirectional=True, batch_first=True, dropout=config.dropout * (layers > 1)
         )
@@ -184,10 +198,10 @@ class RegionalMMT(nn.Module):
         self.token_att = nn.Linear(2 * hidden, hidden, bias=False)  # W_a of score(h_i, s_{j,k})
         self.thread_att = nn.Linear(2 * hidden, hidden, bias=False)  # W_r of score(h_i, mean_j s_{j,k})
         self.combine = nn.Linear(2 * hidden + hidden, hidden, bias=False)  # W_c of Eq. 1
-        self.output = nn.Linear(hidden, config.tgt_vocab)  # W_o of Eq. 5
+        self.output = nn.Linear(hidden, shape.tgt_vocab)  # W_o of Eq. 5
         self.dropout = nn.Dropout(config.dropout)
-        banned = torch.zeros(config.tgt_vocab, dtype=torch.bool)
-        banned[[config.pad_id, config.bos_id]] = True  # never generated
+        banned = torch.zeros(shape.tgt_vocab, dtype=torch.bool)
+        banned[[shape.pad_id, shape.bos_id]] = True  # never generated
         self.banned: torch.Tensor
         self.register_buffer("banned", banned, persistent=False)  # not in checkpoints: it follows from the config
 
@@ -203,7 +217,7 @@ class RegionalMMT(nn.Module):
         Raises:
             ValueError: an empty sentence in text-only mode, or an image without any valid region.
         """
-        src, pad = batch.src, self.config.pad_id
+        src, pad = batch.src, self.shape.pad_id
         lengths = (src != pad).sum(dim=1)  # (B,) true sentence lengths; PAD only at the end
         words = self.dropout(self.src_embedding(src))  # (B, N, E)
         if batch.regions is None or batch.region_mask is None:

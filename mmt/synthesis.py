@@ -24,10 +24,35 @@ import pyarrow.parquet as pq
 
 from corpora.io import atomic_path
 from corpora.tables import CAPTIONS_SCHEMA
+from settings.checks import check_not_empty, check_range
 
 Origin = Literal["mt", "mmt"]
 # translate(texts, image_ids) -> translations, one per text; image_ids let a multimodal system fetch regions
 TranslateFn = Callable[[Sequence[str], Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class SynthesisConfig:
+    """Caption synthesis (the `synthesis` section of params.yaml).
+
+    Attributes:
+        kinds: Which human pivot captions are translated: comparable (Multi30K task 2 style) and/or
+            translation (task 1 style, the MMT's own training data).
+        shard_size: Captions per shard (the unit of resumption and of distribution).
+        batch_size: Sentences per decoding batch.
+        beam: Beam width.
+    """
+
+    kinds: tuple[Literal["comparable", "translation"], ...] = ("comparable",)
+    shard_size: int = 1000
+    batch_size: int = 64
+    beam: int = 5
+
+    def __post_init__(self) -> None:
+        check_not_empty("kinds", self.kinds, "kind of caption (comparable, translation)")
+        check_range("shard_size", self.shard_size, 1, 10_000_000)
+        check_range("batch_size", self.batch_size, 1, 65_536)
+        check_range("beam", self.beam, 1, 64)
 
 
 @dataclass(frozen=True)

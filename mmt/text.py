@@ -20,6 +20,7 @@ import sentencepiece as spm
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
 from corpora.io import InputError, atomic_path, write_text
+from settings.checks import check_range
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +211,27 @@ class EncodedBatch:
 
 
 @dataclass(frozen=True)
+class SubwordConfig:
+    """How a language pair's text is processed (the `mmt.text` section of params.yaml).
+
+    Attributes:
+        lowercase: Lowercase before tokenising (the literature's lowercased systems).
+        vocab_size: BPE vocabulary per language (or joint).
+        joint: One BPE vocabulary for both languages of a pair.
+        max_len: Subwords per sentence, EOS included; longer ones are truncated (and counted).
+    """
+
+    lowercase: bool = False
+    vocab_size: int = 8000
+    joint: bool = False
+    max_len: int = 100
+
+    def __post_init__(self) -> None:
+        check_range("vocab_size", self.vocab_size, 50, 200_000)
+        check_range("max_len", self.max_len, 4, 1000)
+
+
+@dataclass(frozen=True)
 class TextConfig:
     """What ``text.json`` records about a language pair's text processing.
 
@@ -258,23 +280,21 @@ class TextPipeline:
         *,
         src_lang: str,
         tgt_lang: str,
-        vocab_size: int,
-        joint: bool,
-        lowercase: bool,
-        max_len: int = 100,
+        config: SubwordConfig,
         out_dir: Path,
         seed: int,
     ) -> TextPipeline:
         """Train the subword vocabularies on Moses-processed text and save the pipeline in ``out_dir``."""
+        lowercase, vocab_size = config.lowercase, config.vocab_size
         src_tok = [MosesText(src_lang, lowercase).preprocess(text) for text in src_texts]
         tgt_tok = [MosesText(tgt_lang, lowercase).preprocess(text) for text in tgt_texts]
-        if joint:
+        if config.joint:
             src_vocab = tgt_vocab = SubwordVocab.train([*src_tok, *tgt_tok], out_dir / "joint", vocab_size, seed=seed)
         else:
             src_vocab = SubwordVocab.train(src_tok, out_dir / "src", vocab_size, seed=seed)
             tgt_vocab = SubwordVocab.train(tgt_tok, out_dir / "tgt", vocab_size, seed=seed)
-        config = TextConfig(src_lang, tgt_lang, lowercase, joint, max_len, src_vocab.size, tgt_vocab.size)
-        pipeline = cls(config, src_vocab, tgt_vocab)
+        saved = TextConfig(src_lang, tgt_lang, lowercase, config.joint, config.max_len, src_vocab.size, tgt_vocab.size)
+        pipeline = cls(saved, src_vocab, tgt_vocab)
         pipeline.save(out_dir)
         return pipeline
 

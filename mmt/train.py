@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from features.store import RegionLookup
 from mmt.beam import evaluating
 from mmt.checkpoint import read_checkpoint, save_mmt
-from mmt.model import MMTConfig, RegionalMMT, SourceBatch, pad_ids, source_batch
+from mmt.model import MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
+from settings.checks import check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,7 @@ class TrainConfig:
         patience: Validations without improvement before training stops.
         eval_every: Validate every this many batches; 0 = at the end of every epoch.
         sort_chunk: Batches per length-sorted chunk (sentences of similar length share a batch; the chunks and
-            the batch order are shuffled, deterministically from ``seed``).
-        seed: Seeds the batch order and torch's global generator (dropout).
+            the batch order are shuffled, deterministically from the seed of :func:`fit`).
     """
 
     epochs: int = 100
@@ -68,13 +68,15 @@ class TrainConfig:
     patience: int = 20
     eval_every: int = 0
     sort_chunk: int = 20
-    seed: int = 0
 
     def __post_init__(self) -> None:
-        if min(self.epochs, self.batch_size, self.patience, self.sort_chunk) < 1 or self.eval_every < 0:
-            raise ValueError(f"TrainConfig: epochs, batch_size, patience, sort_chunk >= 1, eval_every >= 0: {self}")
-        if self.lr <= 0 or self.clip <= 0:
-            raise ValueError(f"TrainConfig: lr and clip must be positive, got {self.lr} and {self.clip}")
+        check_range("epochs", self.epochs, 1, 10_000)
+        check_range("batch_size", self.batch_size, 1, 65_536)
+        check_positive("lr", self.lr, below=1.0)
+        check_positive("clip", self.clip)
+        check_range("patience", self.patience, 1, 1000)
+        check_range("eval_every", self.eval_every, 0, 10_000_000)
+        check_range("sort_chunk", self.sort_chunk, 1, 10_000)
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,11 @@ class FitResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def check_examples(examples: Sequence[Example], config: MMTConfig, *, with_regions: bool) -> None:
+def check_examples(examples: Sequence[Example], shape: MMTShape, *, with_regions: bool) -> None:
     """Reject examples the model cannot train on; the message names the first bad example's index.
 
     Raises:
-        ValueError: no examples, a target not ending with EOS, a sentence over ``config.max_len`` tokens, an
+        ValueError: no examples, a target not ending with EOS, a sentence over ``shape.max_len`` tokens, an
             id outside its vocabulary, an empty text-only source, or a missing image row when regions are used.
     """
     if not examples:
@@ -105,11 +107,11 @@ def check_examples(examples: Sequence[Example], config: MMTConfig, *, with_regio
     for index, example in enumerate(examples):
         src, tgt = example.src_ids, example.tgt_ids
         problem = None
-        if not tgt or tgt[-1] != config.eos_id:
-            problem = f"the target must end with EOS ({config.eos_id})"
-        elif max(len(src), len(tgt)) > config.max_len:
-            problem = f"longer than max_len={config.max_len} tokens"
-        elif any(not 0 <= i < config.src_vocab for i in src) or any(not 0 <= i < config.tgt_vocab for i in tgt):
+        if not tgt or tgt[-1] != shape.eos_id:
+            problem = f"the target must end with EOS ({shape.eos_id})"
+        elif max(len(src), len(tgt)) > shape.max_len:
+            problem = f"longer than max_len={shape.max_len} tokens"
+        elif any(not 0 <= i < shape.src_vocab for i in src) or any(not 0 <= i < shape.tgt_vocab for i in tgt):
             problem = "a token id outside the vocabulary"
         elif with_regions and example.image_row is None:
             problem = "no image_row, but training uses regions"
@@ -137,7 +139,7 @@ def collate(
     indices: Sequence[int],
     *,
     regions: RegionLookup | None,
-    config: MMTConfig,
+    shape: MMTShape,
     device: torch.device,
 ) -> tuple[SourceBatch, torch.Tensor, torch.Tensor]:
     """A teacher-forcing batch.
@@ -152,26 +154,24 @@ def collate(
     if regions is not None:
         features, mask, _ = regions.batch(np.array([example.image_row for example in chosen], dtype=np.int64))
     batch = source_batch(
-        [example.src_ids for example in chosen], pad_id=config.pad_id, device=device, regions=features, region_mask=mask
+        [example.src_ids for example in chosen], pad_id=shape.pad_id, device=device, regions=features, region_mask=mask
     )
-    tgt_in = pad_ids(
-        [(config.bos_id, *example.tgt_ids[:-1]) for example in chosen], pad_id=config.pad_id, device=device
-    )
-    tgt_out = pad_ids([example.tgt_ids for example in chosen], pad_id=config.pad_id, device=device)
+    tgt_in = pad_ids([(shape.bos_id, *example.tgt_ids[:-1]) for example in chosen], pad_id=shape.pad_id, device=device)
+    tgt_out = pad_ids([example.tgt_ids for example in chosen], pad_id=shape.pad_id, device=device)
     return batch, tgt_in, tgt_out
 
 
 def mmt_loss(model: RegionalMMT, batch: SourceBatch, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
     """Eq. 6 per target token: cross-entropy of the teacher-forced predictions, PAD positions ignored."""
     logits = model(batch, tgt_in)  # (B, M, V)
-    return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=model.config.pad_id)
+    return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=model.shape.pad_id)
 
 
 class _Selection:
     """Validation bookkeeping: early stopping, the best weights in the checkpoint, the history."""
 
-    def __init__(self, config: TrainConfig, checkpoint_path: str | os.PathLike[str]) -> None:
-        self.config, self.path = config, checkpoint_path
+    def __init__(self, config: TrainConfig, seed: int, checkpoint_path: str | os.PathLike[str]) -> None:
+        self.config, self.seed, self.path = config, seed, checkpoint_path
         self.best_score, self.best_step, self.bad = -math.inf, 0, 0
         self.history: list[dict[str, float]] = []
 
@@ -183,7 +183,13 @@ class _Selection:
             score = float(evaluate(model))
         if score > self.best_score:
             self.best_score, self.best_step, self.bad = score, step, 0
-            extra = {"step": step, "epoch": epoch, "score": score, "train_config": asdict(self.config)}
+            extra = {
+                "step": step,
+                "epoch": epoch,
+                "score": score,
+                "train_config": asdict(self.config),
+                "seed": self.seed,
+            }
             save_mmt(self.path, model, extra=extra)
         else:
             self.bad += 1
@@ -205,6 +211,7 @@ def fit(
     regions: RegionLookup | None,
     evaluate: Callable[[RegionalMMT], float],
     config: TrainConfig,
+    seed: int,
     device: torch.device,
     autocast: AutocastFactory,
     checkpoint_path: str | os.PathLike[str],
@@ -219,6 +226,7 @@ def fit(
         evaluate: Validation score of the model, higher is better (the caller's validation BLEU); called in
             eval mode under ``torch.no_grad``.
         config: Optimisation settings.
+        seed: Seeds the batch order and torch's global generator (dropout).
         device: Where to train.
         autocast: Returns a fresh autocast context for each forward pass (fp16 also turns on loss scaling).
         checkpoint_path: Where the best weights go (``save_mmt``); they are loaded back at the end.
@@ -229,19 +237,19 @@ def fit(
     Returns:
         The best score, its step and the validation history.
     """
-    check_examples(train, model.config, with_regions=regions is not None)
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
+    check_examples(train, model.shape, with_regions=regions is not None)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
-    selection = _Selection(config, checkpoint_path)
+    selection = _Selection(config, seed, checkpoint_path)
     step, losses, epoch = 0, [], 0
     for epoch in range(1, config.epochs + 1):
         batches = length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
         for position, indices in enumerate(batches, start=1):
             step += 1
-            batch, tgt_in, tgt_out = collate(train, indices, regions=regions, config=model.config, device=device)
+            batch, tgt_in, tgt_out = collate(train, indices, regions=regions, shape=model.shape, device=device)
             with autocast():
                 loss = mmt_loss(model, batch, tgt_in, tgt_out)
             losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step))

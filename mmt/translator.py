@@ -83,7 +83,7 @@ class MMTTranslator:
             batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
             batch = source_batch(
                 [encoded[i] for i in chosen],
-                pad_id=self.model.config.pad_id,
+                pad_id=self.model.shape.pad_id,
                 device=self.device,
                 regions=batch_regions,
                 region_mask=batch_mask,

@@ -1,4 +1,4 @@
-"""The text-only translator interface shared by every MT backend (Marian, the regional MMT's text mode)."""
+"""The translator interface shared by every MT backend (the regional MMT with or without regions, Marian)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class Translator(Protocol):
-    """Translates detokenised sentences into detokenised sentences.
+    """Translates detokenised sentences (and, for a multimodal system, their images) into detokenised sentences.
 
     Attributes:
         name: Identifier of the system, recorded as ``system`` next to the captions it produced.
@@ -17,12 +17,19 @@ class Translator(Protocol):
     name: str
 
     def translate(
-        self, sentences: Sequence[str], *, beam: int = 5, batch_size: int = 32, max_len: int = 100
+        self,
+        sentences: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        beam: int = 5,
+        batch_size: int = 32,
+        max_len: int = 100,
     ) -> list[str]:
         """Translate ``sentences`` with beam search; one output per input, in input order.
 
         Args:
             sentences: Source sentences, detokenised.
+            image_ids: The image of each sentence; a multimodal system needs them, a text-only one ignores them.
             beam: Beam width (1 is greedy search).
             batch_size: Sentences per forward pass.
             max_len: Most subwords generated per sentence.

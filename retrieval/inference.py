@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -12,8 +14,37 @@ from torch import Tensor
 from retrieval.data import CaptionSet, RegionLookup, chunks, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics, folded_metrics, rank_metrics
 from retrieval.model import Embedded, RetrievalModel
+from settings.checks import check_range
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """How test and validation splits are scored (the `retrieval.evaluation` section of params.yaml).
+
+    Attributes:
+        protocol: full (the whole test split: Multi30K/Flickr30K 1K, COCO 5K) or folds (the mean over
+            consecutive folds of ``fold_images``: COCO 5-fold 1K).
+        fold_images: Images per fold.
+        val_images: Validation uses the first this many val images (the references: 1000).
+        batch_size: Images or captions per encoding batch.
+    """
+
+    protocol: Literal["full", "folds"] = "full"
+    fold_images: int = 1000
+    val_images: int = 1000
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        check_range("fold_images", self.fold_images, 1, 10_000_000)
+        check_range("val_images", self.val_images, 1, 10_000_000)
+        check_range("batch_size", self.batch_size, 1, 65_536)
+
+    @property
+    def folds(self) -> int | None:
+        """Images per fold under the protocol; None for the full test split."""
+        return self.fold_images if self.protocol == "folds" else None
 
 
 @contextlib.contextmanager

@@ -19,12 +19,17 @@ The first three are sums over the batch (as Eq. 9 and the reference code); ``top
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from retrieval.model import LossKind
+from settings.checks import SettingError, check, check_range
 
 NEG_INF = float("-inf")
 DISTANCE_EPS = 1e-4  # EmbN's pdist: sqrt(|x - y|^2 + 1e-4)
@@ -32,17 +37,47 @@ DISTANCE_EPS = 1e-4  # EmbN's pdist: sqrt(|x - y|^2 + 1e-4)
 
 @dataclass(frozen=True)
 class RankingLoss:
-    """Attributes:
-    kind: See the module docstring.
-    margin: alpha of the hinge-based kinds (0.2 in VSE++/SCAN and ours).
-    topk: K of ``topk`` (EmbN: 10).
-    topk_margin: Margin of ``topk`` on Euclidean distances (EmbN/MULE: 0.05).
+    """The training objective (the `retrieval.objective` section of params.yaml).
+
+    Attributes:
+        kind: See the module docstring; ``auto`` stands for each model's own (:meth:`for_model`).
+        margin: alpha of the hinge-based kinds (0.2 in VSE++/SCAN and ours).
+        beta: Eq. 9's beta_l per language type (``<lang>-<origin>``); empty: equal weights (:meth:`type_weights`).
+        topk: K of ``topk`` (EmbN: 10).
+        topk_margin: Margin of ``topk`` on Euclidean distances (EmbN/MULE: 0.05).
     """
 
-    kind: LossKind = "harder"
+    kind: LossKind | Literal["auto"] = "harder"
     margin: float = 0.2
+    beta: dict[str, float] = field(default_factory=dict)
     topk: int = 10
     topk_margin: float = 0.05
+
+    def __post_init__(self) -> None:
+        check_range("margin", self.margin, 0.0, 10.0)
+        for key, weight in self.beta.items():
+            if not re.fullmatch(r"[a-z]{2}-(human|mt|mmt)", key) or weight < 0:
+                raise SettingError(f"beta.{key}", "expected <lang>-<human|mt|mmt>: a weight >= 0")
+        check_range("topk", self.topk, 1, 100_000)
+        check(0.0 <= self.topk_margin <= 10.0, "topk_margin", self.topk_margin, "0 to 10")
+
+    def for_model(self, default: LossKind) -> RankingLoss:
+        """This loss with ``auto`` replaced by the model's own kind."""
+        return dataclasses.replace(self, kind=default) if self.kind == "auto" else self
+
+    def type_weights(self, type_names: Sequence[str]) -> list[float]:
+        """beta_l per language type: the configured ones (types not named get 0), normalised; or equal weights.
+
+        Raises:
+            ValueError: ``beta`` gives no weight to any of ``type_names``.
+        """
+        if not self.beta:
+            return [1.0 / len(type_names)] * len(type_names)
+        weights = [self.beta.get(name, 0.0) for name in type_names]
+        if sum(weights) <= 0:
+            raise ValueError(f"retrieval.objective.beta {self.beta} gives no weight to the training types "
+                             f"{list(type_names)}")  # fmt: skip
+        return [weight / sum(weights) for weight in weights]
 
     def __call__(self, sims: Tensor, caption_image: Tensor, caption_types: Tensor, type_weights: Tensor) -> Tensor:
         """Loss of one batch.
@@ -53,6 +88,8 @@ class RankingLoss:
             caption_types: (n_txt,) language-type index of each caption (used by ``harder``).
             type_weights: (T,) beta_l per language type (used by ``harder``).
         """
+        if self.kind == "auto":
+            raise ValueError("a loss of kind auto must be resolved with for_model() before use")
         positive = caption_image.unsqueeze(0) == torch.arange(sims.shape[0], device=sims.device).unsqueeze(1)
         if self.kind == "topk":
             return embn_topk_loss(sims, positive, caption_image, k=self.topk, margin=self.topk_margin)

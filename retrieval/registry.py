@@ -7,7 +7,7 @@ subclass) and add its row here; params.yaml then selects it by name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from retrieval.dan import DAN, DANConfig
@@ -18,6 +18,7 @@ from retrieval.parallel_embn import ParallelEmbN, ParallelEmbNConfig
 from retrieval.san import SAN, SANConfig
 from retrieval.scan import SCAN, SCANConfig
 from retrieval.vsepp import VSEPP, VSEPPConfig
+from settings.build import build
 
 
 @dataclass(frozen=True)
@@ -49,19 +50,15 @@ def model_entry(name: str) -> ModelEntry:
     return MODELS[name]
 
 
-def make_config(name: str, values: Mapping[str, Any]) -> Any:
+def make_config(name: str, values: Mapping[str, Any], *, path: str = "") -> Any:
     """The config dataclass of model ``name`` from ``values`` (missing fields keep their defaults).
 
     Raises:
         UnknownModelError: an unknown model name.
-        ValueError: a field the config does not have (the known ones are listed), or a bad value.
+        SettingError: a field the config does not have (the known ones are listed), or a bad value; its key
+            is prefixed with ``path``.
     """
-    config_type = model_entry(name).config_type
-    known = {field.name for field in fields(config_type)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"{name}: unknown settings {unknown}; known: {sorted(known)}")
-    return config_type(**values)
+    return build(model_entry(name).config_type, dict(values), path)
 
 
 def build_model(name: str, config: Any, *, vocab_size: int, languages: int, region_dim: int) -> RetrievalModel:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 VARIANT_NAMES = {"none": "-", "mt_f": "MT(f)", "mt_fb": "MT(f+b)", "mmt_f": "MMT(f)", "mmt_fb": "MMT(f+b)"}
 KS = (1, 5, 10)
@@ -110,3 +115,44 @@ def _rsum_chart(rows: Mapping[str, Mapping[str, Any]]) -> str:
                     f'<rect x="160" y="{y}" width="{rsum * 0.6:.1f}" height="16" fill="#4a7ab8"/>'
                     f'<text x="{165 + rsum * 0.6:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>')  # fmt: skip
     return f'<svg width="560" height="{height}" role="img" aria-label="rsum per run">{"".join(bars)}</svg>'
+
+
+def sample_captions(augmented: Path, prepared: Path, images: Path, count: int) -> list[Sample]:
+    """The first ``count`` train images with synthesized captions in the richest variant present, each with its
+    human caption and the chain of captions translated from it."""
+    variants = [name for name in ("mmt_fb", "mmt_f", "mt_fb", "mt_f") if (augmented / name).is_dir()]
+    if not variants or count == 0:
+        return []
+    table = pq.read_table(augmented / variants[0] / "captions.parquet")
+    rows = table.filter(pc.equal(table["split"], "train")).to_pylist()
+    by_image: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_image.setdefault(row["image_id"], []).append(row)
+    synthesized_parents = {row["parent_id"] for row in rows if row["origin"] != "human"}
+    paths = {row["image_id"]: row["path"] for row in pq.read_table(prepared / "images.parquet").to_pylist()}
+    samples = []
+    for image_id, captions in by_image.items():
+        source = next((c for c in captions if c["caption_id"] in synthesized_parents), None)
+        if source is None:
+            continue
+        chain = [("human " + source["lang"], source["text"])]
+        for child in (c for c in captions if c["parent_id"] == source["caption_id"]):
+            chain.append((f"{child['system']} hop {child['hop']} {child['lang']}", child["text"]))
+            chain += [(f"{g['system']} hop {g['hop']} {g['lang']}", g["text"]) for g in captions
+                      if g["parent_id"] == child["caption_id"]]  # fmt: skip
+        samples.append(Sample(image_id, thumbnail(images / paths[image_id]), tuple(chain)))
+        if len(samples) == count:
+            break
+    return samples
+
+
+def thumbnail(path: Path, size: int = 160) -> bytes:
+    """PNG bytes of the image at ``path``, fitted into ``size`` x ``size``."""
+    from PIL import Image
+
+    with Image.open(path) as original:
+        image = original.convert("RGB")
+    image.thumbnail((size, size))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()

@@ -28,6 +28,7 @@ from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
+from settings.checks import check_fraction, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +41,12 @@ class TrainConfig:
     lr: Adam learning rate.
     lr_decay_epoch: From this epoch on (0-based), the rate is ``lr * lr_decay``.
     lr_decay: Factor of the step decay.
-    clip: Largest gradient L2 norm (VSE++/SCAN: 2).
+    clip: Largest gradient L2 norm (VSE++/SCAN: 2); 0 = no clipping.
     synthetic_fraction: Share of synthesized captions in a batch when a variant has them (section 3.3: 0.5).
     patience: Stop after this many epochs without a better validation rsum; 0 = run every epoch.
     c2c_probability: Chance that a step is a caption-caption step (Kádár et al.: 0.5; 0 = off).
     warmup_epochs: Epochs trained with the sum of hinges (Eq. 8) before the configured loss (VSE∞'s warm-up:
         hardest negatives from the first step can collapse every score to one value, VSE++ issue #27).
-    eval_batch_size: Items per encoding batch in validation.
-    seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
     """
 
     epochs: int = 24
@@ -60,8 +59,18 @@ class TrainConfig:
     patience: int = 0
     c2c_probability: float = 0.0
     warmup_epochs: int = 0
-    eval_batch_size: int = 256
-    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_range("epochs", self.epochs, 1, 10_000)
+        check_range("batch_size", self.batch_size, 2, 65_536)
+        check_positive("lr", self.lr, below=1.0)
+        check_range("lr_decay_epoch", self.lr_decay_epoch, 0, 10_000)
+        check_fraction("lr_decay", self.lr_decay)
+        check_range("clip", self.clip, 0.0, 1e6)
+        check_fraction("synthetic_fraction", self.synthetic_fraction)
+        check_range("patience", self.patience, 0, 10_000)
+        check_fraction("c2c_probability", self.c2c_probability)
+        check_range("warmup_epochs", self.warmup_epochs, 0, 10_000)
 
 
 @dataclass
@@ -90,8 +99,10 @@ def fit(
     loss: RankingLoss,
     type_weights: Tensor,
     config: TrainConfig,
+    seed: int,
     device: torch.device,
     autocast: AutocastFactory = contextlib.nullcontext,
+    eval_batch_size: int = 256,
     on_epoch: Callable[[dict[str, object]], None] | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
@@ -100,15 +111,18 @@ def fit(
         train: Training captions (``synthetic`` marks the synthesized ones).
         validation: Validation captions per language (human captions); their rsums are summed.
         regions: Region features by row (the FeatureStore memory map).
+        loss: The objective, of a resolved kind (not ``auto``).
         type_weights: beta_l per entry of ``train.type_names`` (Eq. 9).
+        seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
+        eval_batch_size: Items per encoding batch in validation.
         on_epoch: Called with each epoch's log entry (progress reporting).
     """
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
     model.to(device)
-    rng = np.random.default_rng([config.seed, 1])
+    rng = np.random.default_rng([seed, 1])
     pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, config.seed)
+    sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=-1, best_rsum=float("-inf"))
@@ -133,7 +147,7 @@ def fit(
                 losses.append(value)
             step += 1
         seconds = time.perf_counter() - started
-        metrics = {lang: evaluate(model, captions, regions, device=device, batch_size=config.eval_batch_size,
+        metrics = {lang: evaluate(model, captions, regions, device=device, batch_size=eval_batch_size,
                                   autocast=autocast) for lang, captions in validation.items()}  # fmt: skip
         rsum = float(sum(m["rsum"] for m in metrics.values()))
         entry: dict[str, object] = {

@@ -14,9 +14,30 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from settings.checks import check_range
+
 PAD, UNK = 0, 1
 SPECIALS = ("<pad>", "<unk>")
 TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """The word vocabulary (the `retrieval.vocab` section of params.yaml).
+
+    Attributes:
+        min_count: Words seen fewer times in the training captions become unknown (SCAN/VSE++: 4).
+        max_len: Captions are cut to this many tokens.
+        fasttext: Language -> FastText ``.vec`` file in the word vectors folder (other languages start random).
+    """
+
+    min_count: int = 4
+    max_len: int = 100
+    fasttext: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_range("min_count", self.min_count, 1, 1_000_000)
+        check_range("max_len", self.max_len, 1, 1000)
 
 
 class EmptyCaptionError(ValueError):

@@ -31,12 +31,13 @@ def shared_data() -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests on machines without CUDA instead of failing them."""
+    """Mark every test under tests/flows `flow`; skip `gpu` tests on machines without CUDA instead of failing."""
     import torch
 
-    if torch.cuda.is_available():
-        return
+    flows = REPO_ROOT / "tests" / "flows"
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.path.is_relative_to(flows):
+            item.add_marker(pytest.mark.flow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip)

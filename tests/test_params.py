@@ -112,13 +112,16 @@ def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str
 
 def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, Any]) -> None:
     from mmt.augment import VARIANTS
-    from retrieval.registry import MODELS, make_config
+    from retrieval.registry import MODELS
 
     params = parse_params(tree)
     assert set(params.retrieval.models) <= set(MODELS)
     assert set(params.retrieval.variants) <= set(VARIANTS)
-    for name, values in params.retrieval.configs.items():
-        make_config(name, values)  # every configured setting is a field of the model's config
+    for name, config in params.retrieval.configs.items():  # built into each model's own config dataclass
+        assert isinstance(config, MODELS[name].config_type)
+        assert {key: getattr(config, key) for key in tree["retrieval"]["configs"][name]} == tree["retrieval"][
+            "configs"
+        ][name]
 
 
 @pytest.mark.parametrize(
@@ -126,10 +129,14 @@ def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, A
     [
         ("retrieval.models", ["san", "clip"], r"retrieval\.models\[1\]: unknown name 'clip'; known: san, dan, scan"),
         ("retrieval.variants", ["mmt_x"], r"retrieval\.variants\[0\]: unknown name 'mmt_x'; known: none, mt_f"),
-        ("retrieval.configs.san", {"hiden": 4}, r"retrieval\.configs\.san: san: unknown settings \['hiden'\]"),
+        ("retrieval.configs.san", {"hiden": 4}, r"retrieval\.configs\.san\.hiden: unknown key; allowed keys here: "),
+        ("retrieval.configs.scan", {"direction": "x2y"}, r"retrieval\.configs\.scan\.direction: got 'x2y'"),
+        ("retrieval.configs.san", [1], r"retrieval\.configs\.san: expected a mapping of settings"),
         ("retrieval.configs.clip", {}, r"retrieval\.configs\.clip: unknown model"),
         ("retrieval.languages", ["en", "ja"], r"retrieval\.languages\[1\]: got 'ja', allowed: one of"),
-        ("retrieval.objective.loss", "triplet", r"retrieval\.objective\.loss: got 'triplet', allowed: auto"),
+        ("retrieval.objective.kind", "triplet", r"retrieval\.objective\.kind: got 'triplet', allowed: harder"),
+        ("retrieval.objective.margin", -0.1, r"retrieval\.objective\.margin: got -0\.1, allowed: 0\.0 to 10\.0"),
+        ("retrieval.train.clip", -1, r"retrieval\.train\.clip: got -1\.0, allowed: 0\.0 to"),
         ("retrieval.objective.beta", {"english": 1.0}, r"retrieval\.objective\.beta\.english: expected <lang>-"),
         ("retrieval.train.synthetic_fraction", 1.5, r"retrieval\.train\.synthetic_fraction: got 1\.5"),
         ("retrieval.vocab.fasttext", {"fr": "cc.fr.300.vec"}, r"retrieval\.vocab\.fasttext\.fr: not one of"),
@@ -138,3 +145,91 @@ def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, A
 def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, expected: str) -> None:
     with pytest.raises(ParamsError, match=expected):
         parse_params(edited(tree, key_path, value))
+
+
+@pytest.mark.parametrize(
+    ("key_path", "value", "expected"),
+    [
+        ("mmt.pretrain.lr", 0, r"mmt\.pretrain\.lr: got 0\.0, allowed: 0 < lr < 1"),
+        ("mmt.finetune.patience", 0, r"mmt\.finetune\.patience: got 0, allowed: 1 to 1000"),
+        ("mmt.model.dropout", 1.0, r"mmt\.model\.dropout: got 1\.0, allowed: 0 <= dropout < 1"),
+        ("mmt.text.vocab_size", 10, r"mmt\.text\.vocab_size: got 10, allowed: 50 to 200000"),
+        ("mmt.targets", ["ja"], r"mmt\.targets\[0\]: got 'ja', allowed: one of languages\.targets"),
+        ("mmt.mt_system", "mmt", r"mmt\.mt_system: got 'mmt', allowed: text-only, marian"),
+        ("mmt.marian.local_dirs", {"english-german": "x"}, r"mmt\.marian\.local_dirs\.english-german: got"),
+        ("features.compact.training", {"lr": 2.0}, r"features\.compact\.training\.lr: got 2\.0, allowed: 0 < lr < 1"),
+        ("features.compact.encoder", {"widths": []}, r"features\.compact\.encoder\.widths: at least one stage width"),
+        ("features.extractor", "clip", r"features\.extractor: got 'clip', allowed: compact, butd, scan-npy, butd-tsv"),
+        (
+            "features.regions",
+            {"mode": "fixed"},
+            r"features\.regions\.mode: got 'fixed', allowed with extractor compact",
+        ),
+        ("features.regions", {"mode": "adaptive", "min_count": 20, "max_count": 10}, r"regions\.max_count: got 10"),
+        ("synthesis.kinds", [], r"synthesis\.kinds: at least one kind of caption"),
+        ("runner", {"kind": "dask", "max_workers": 1, "address": None}, r"runner\.address: missing: runner kind dask"),
+        ("prepare.format", "coco", r"prepare\.format: got 'coco', allowed: multi30k, karpathy, scan"),
+        ("prepare.karpathy.captions_per_image", 0, r"prepare\.karpathy\.captions_per_image: got 0, allowed: 1 to 20"),
+        ("retrieval.translate_search.languages", ["de"], None),  # valid: en (the pivot) is in retrieval.languages
+    ],
+)
+def test_every_section_checks_its_own_ranges(tree: dict[str, Any], key_path: str, value: Any, expected: str) -> None:
+    if expected is None:
+        parse_params(edited(tree, key_path, value))
+        return
+    with pytest.raises(ParamsError, match=expected):
+        parse_params(edited(tree, key_path, value))
+
+
+def test_marian_settings_reach_its_own_config(tree: dict[str, Any]) -> None:
+    from mmt.marian import MarianTrainConfig
+
+    with pytest.raises(ParamsError, match=r"mmt\.marian\.train\.lr: got 0\.0, allowed: 0 < lr < 1"):
+        parse_params(edited(tree, "mmt.marian.train", {**tree["mmt"]["marian"]["train"], "lr": 0}))
+    with pytest.raises(ParamsError, match=r"mmt\.marian\.train\.max_len: got 200, allowed: 1 to 127"):
+        parse_params(edited(tree, "mmt.marian.train", {**tree["mmt"]["marian"]["train"], "max_len": 200}))
+    marian = parse_params(tree).mmt.marian.train
+    assert isinstance(marian, MarianTrainConfig) and marian.vocab_size == 1000 and marian.lr == 0.0005
+
+
+def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
+    """Every dataclass type that ``kind``'s field annotations name, recursively (through unions, tuples, dicts)."""
+    import dataclasses
+    import typing
+
+    def visit(annotation: Any) -> None:
+        if dataclasses.is_dataclass(annotation) and isinstance(annotation, type) and annotation not in seen:
+            seen.add(annotation)
+            for hint in typing.get_type_hints(annotation).values():
+                visit(hint)
+        for argument in typing.get_args(annotation):
+            visit(argument)
+
+    visit(kind)
+    return seen
+
+
+def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> None:
+    """The params reader composes the components' own config dataclasses: the only dataclasses defined in
+    flows/ are the pipeline's own (Params, paths, task runner); everything else is a library config."""
+    from flows.params import Params
+
+    reachable = _dataclasses_reachable_from(Params, set())
+    in_flows = {kind.__name__ for kind in reachable if kind.__module__.startswith("flows.")}
+    assert in_flows == {"Params", "Paths", "RunnerParams"}
+    owners = {kind.__module__.split(".")[0] for kind in reachable} - {"flows"}
+    assert owners <= {"settings", "corpora", "features", "mmt", "retrieval"}
+    assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
+            "MarianTrainConfig", "MMTConfig", "CompactTraining"} <= {kind.__name__ for kind in reachable}  # fmt: skip
+
+
+def test_params_sections_are_library_configs(tree: dict[str, Any]) -> None:
+    from mmt.train import TrainConfig as MMTTrainConfig
+    from retrieval.train import TrainConfig as RetrievalTrainConfig
+
+    params = parse_params(tree)
+    assert (
+        type(params.mmt.pretrain) is MMTTrainConfig and params.mmt.pretrain.epochs == tree["mmt"]["pretrain"]["epochs"]
+    )
+    assert type(params.retrieval.train) is RetrievalTrainConfig
+    assert params.retrieval.train.clip == tree["retrieval"]["train"]["clip"]

@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpora.io import atomic_dir, write_text
+from corpora.io import InputError, atomic_dir, write_text
+from corpora.languages import Languages
 from corpora.synthetic import layout
-from corpora.synthetic.config import SyntheticConfig, validate_config
+from corpora.synthetic.config import SyntheticConfig
 from corpora.synthetic.describe import caption_meaning, parallel_meaning
 from corpora.synthetic.grammars import GRAMMARS
 from corpora.synthetic.inventory import COLOURS, PLACES, RELATIONS, SHAPES, SIZES
@@ -59,48 +60,66 @@ class _Image:
     scene: Scene
 
 
+@dataclass(frozen=True)
+class _Run:
+    config: SyntheticConfig
+    seed: int
+    languages: Languages
+
+
 def generate(
-    config: SyntheticConfig, out_dir: str | os.PathLike[str], *, progress: Progress | None = None
+    config: SyntheticConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int,
+    languages: Languages,
+    progress: Progress | None = None,
 ) -> GenerationSummary:
     """Write the dataset described by ``config`` into ``out_dir`` (replaced as a whole).
 
     Args:
-        config: what to generate; validated first (InputError naming the field).
+        config: what to generate.
         out_dir: the dataset folder; nothing appears there unless generation completes.
+        seed: seeds every random stream (scenes, pixels, captions, parallel text).
+        languages: captions in every language; parallel text pivot-target for each target.
         progress: called as ``progress(done, total)`` every few dozen images and at the end.
 
     Returns:
         The counts of what was written (also stored in ``meta.json``).
+
+    Raises:
+        InputError: a language without a grammar (before anything is written).
     """
-    validate_config(config)
+    unknown = [code for code in languages.all if code not in GRAMMARS]
+    if unknown:
+        raise InputError(f"languages: no grammar for {unknown}; available grammars: {sorted(GRAMMARS)}")
+    run = _Run(config, seed, languages)
     with atomic_dir(out_dir) as root:
-        images = _write_images(config, root, progress)
+        images = _write_images(run, root, progress)
         layout.write_objects(root / "objects.parquet", [(image.image_id, image.scene) for image in images])
         layout.write_image_splits(root, _ids_by_split(images))
-        captions = _write_captions(config, root, images)
-        pairs = _write_parallel(config, root)
+        captions = _write_captions(run, root, images)
+        pairs = _write_parallel(run, root)
         summary = GenerationSummary(
             images={split: sum(image.split == split for image in images) for split in SPLITS},
             objects=sum(len(image.scene.objects) for image in images),
             captions=captions,
             parallel_pairs=pairs,
         )
-        _write_meta(root / "meta.json", config, summary)
+        _write_meta(root / "meta.json", run, summary)
     return summary
 
 
-def _write_images(config: SyntheticConfig, root: Path, progress: Progress | None) -> list[_Image]:
-    counts = {"train": config.train_images, "val": config.val_images, "test": config.test_images}
+def _write_images(run: _Run, root: Path, progress: Progress | None) -> list[_Image]:
+    counts = run.config.splits.as_dict()
     splits = [split for split in SPLITS for _ in range(counts[split])]
-    rng = stream(config.seed, "images")
+    rng = stream(run.seed, "images")
     (root / "images").mkdir()
     images: list[_Image] = []
     for number, split in enumerate(splits, start=1):
-        scene = sample_scene(
-            rng, image_size=config.image_size, min_objects=config.min_objects, max_objects=config.max_objects
-        )
+        scene = _scene(rng, run.config)
         image = _Image(image_id=f"syn{number:06d}", split=split, scene=scene)
-        picture = render(scene, array_stream(config.seed, "pixels", number))  # own stream: images are independent
+        picture = render(scene, array_stream(run.seed, "pixels", number))  # own stream: images are independent
         (root / "images" / f"{image.image_id}.png").write_bytes(png_bytes(picture))
         images.append(image)
         if progress is not None and (number % PROGRESS_EVERY == 0 or number == len(splits)):
@@ -112,18 +131,24 @@ def _ids_by_split(images: Sequence[_Image]) -> dict[str, list[str]]:
     return {split: [image.image_id for image in images if image.split == split] for split in SPLITS}
 
 
-def _write_captions(config: SyntheticConfig, root: Path, images: Sequence[_Image]) -> dict[str, int]:
+def _scene(rng: random.Random, config: SyntheticConfig) -> Scene:
+    objects = config.objects_per_image
+    return sample_scene(rng, image_size=config.image_size, min_objects=objects.min, max_objects=objects.max)
+
+
+def _write_captions(run: _Run, root: Path, images: Sequence[_Image]) -> dict[str, int]:
     """Task 1: one meaning per image said in every language; task 2: captions sampled per language and n."""
-    translation_rng = stream(config.seed, "translation")
+    translation_rng = stream(run.seed, "translation")
     meanings = [caption_meaning(translation_rng, image.scene) for image in images]
-    for lang in config.languages:
+    per_image = run.config.comparable_per_image
+    for lang in run.languages.all:
         texts = [GRAMMARS[lang].realise(meaning) for meaning in meanings]
         layout.write_split_texts(root / "task1" / "raw", f"{lang}.gz", _by_split(images, texts))
-        for n in range(1, config.comparable_per_image + 1):
-            rng = stream(config.seed, "comparable", lang, n)
+        for n in range(1, per_image + 1):
+            rng = stream(run.seed, "comparable", lang, n)
             texts = [GRAMMARS[lang].realise(caption_meaning(rng, image.scene)) for image in images]
             layout.write_split_texts(root / "task2" / "raw", f"{n}.{lang}.gz", _by_split(images, texts))
-    return {lang: len(images) * (1 + config.comparable_per_image) for lang in config.languages}
+    return {lang: len(images) * (1 + per_image) for lang in run.languages.all}
 
 
 def _by_split(images: Sequence[_Image], texts: Sequence[str]) -> dict[str, list[str]]:
@@ -131,41 +156,37 @@ def _by_split(images: Sequence[_Image], texts: Sequence[str]) -> dict[str, list[
     return {split: [text for image, text in pairs if image.split == split] for split in SPLITS}
 
 
-def _write_parallel(config: SyntheticConfig, root: Path) -> dict[str, int]:
-    """Pivot-X sentence pairs for every other language, per split; returns the pairs per language pair."""
-    sizes = {"train": config.parallel_train_pairs, "val": config.parallel_val_pairs, "test": config.parallel_test_pairs}
+def _write_parallel(run: _Run, root: Path) -> dict[str, int]:
+    """Pivot-X sentence pairs for every target language, per split; returns the pairs per language pair."""
+    sizes = run.config.parallel_pairs.as_dict()
+    pivot = run.languages.pivot
     pairs: dict[str, int] = {}
-    for lang in config.languages:
-        if lang == config.pivot:
-            continue
-        name = f"{config.pivot}-{lang}"
+    for lang in run.languages.targets:
+        name = f"{pivot}-{lang}"
         for split in SPLITS:
-            source, target = _parallel_split(config, lang, stream(config.seed, "parallel", name, split), sizes[split])
-            layout.write_lines(root / "parallel" / name / f"{split}.{config.pivot}.gz", source)
+            source, target = _parallel_split(run, lang, stream(run.seed, "parallel", name, split), sizes[split])
+            layout.write_lines(root / "parallel" / name / f"{split}.{pivot}.gz", source)
             layout.write_lines(root / "parallel" / name / f"{split}.{lang}.gz", target)
         pairs[name] = sum(sizes.values())
     return pairs
 
 
-def _parallel_split(config: SyntheticConfig, lang: str, rng: random.Random, count: int) -> tuple[list[str], list[str]]:
+def _parallel_split(run: _Run, lang: str, rng: random.Random, count: int) -> tuple[list[str], list[str]]:
     """``count`` meanings of fresh scenes (never the dataset's images), said in the pivot and in ``lang``.
 
     The scenes use the images' object range, so the text shares the captions' vocabulary and numerals.
     """
     source, target = [], []
     for _ in range(count):
-        scene = sample_scene(
-            rng, image_size=config.image_size, min_objects=config.min_objects, max_objects=config.max_objects
-        )
-        meaning = parallel_meaning(rng, scene)
-        source.append(GRAMMARS[config.pivot].realise(meaning))
+        meaning = parallel_meaning(rng, _scene(rng, run.config))
+        source.append(GRAMMARS[run.languages.pivot].realise(meaning))
         target.append(GRAMMARS[lang].realise(meaning))
     return source, target
 
 
-def _write_meta(path: Path, config: SyntheticConfig, summary: GenerationSummary) -> None:
+def _write_meta(path: Path, run: _Run, summary: GenerationSummary) -> None:
     meta = {
-        "config": asdict(config),
+        "config": {**asdict(run.config), "seed": run.seed, "languages": list(run.languages.all)},
         "inventory": {
             "shapes": list(SHAPES),
             "colours": {name: list(rgb) for name, rgb in COLOURS.items()},

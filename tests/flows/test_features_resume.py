@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from corpora.languages import Languages
 from corpora.multi30k import Multi30kSplit, read_multi30k
 from corpora.prepared import write_prepared
 from corpora.synthetic import SyntheticConfig, generate
+from corpora.synthetic.config import SplitCounts
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
@@ -26,21 +28,13 @@ STORE_FILES = ("regions.npy", "boxes.npy", "index.parquet", "meta.json")
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("resume")
-    config = SyntheticConfig(
-        train_images=IMAGES - 10,
-        val_images=5,
-        test_images=5,
-        image_size=64,
-        parallel_train_pairs=1,
-        parallel_val_pairs=1,
-        parallel_test_pairs=1,
-    )
-    generate(config, root / "raw")
+    config = SyntheticConfig(image_size=64, splits=SplitCounts(IMAGES - 10, 5, 5), parallel_pairs=SplitCounts(1, 1, 1))
+    generate(config, root / "raw", seed=0, languages=Languages("en", ("de", "fr", "cs")))
     splits = {split: Multi30kSplit(split, split) for split in ("train", "val", "test")}
     corpus = read_multi30k(root / "raw", languages=["en"], splits=splits, image_root=root / "raw" / "images")
     write_prepared(corpus, root / "prepared")
     tree = tiny_params_tree(features={"shard_size": 1, "batch_size": 1, "probe": False})
-    tree["features"]["compact"].update(epochs=1)
+    tree["features"]["compact"]["training"].update(epochs=1)
     write_params(root / "params.yaml", tree)
     return root
 

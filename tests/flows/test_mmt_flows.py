@@ -24,7 +24,9 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         folder = trained / "models" / system
         assert (folder / "finetune.pt").is_file() and (folder / "text.json").is_file(), system
         checkpoint = torch.load(folder / "finetune.pt", weights_only=True)
-        assert checkpoint["config"]["region_dim"] == 16  # the tiny compact store's D
+        assert checkpoint["shape"]["region_dim"] == 16  # the tiny compact store's D
+        backend = "mmt" if system.startswith("mmt") else "text-only"
+        assert json.loads((folder / "system.json").read_text()) == {"backend": backend}
         metrics = json.loads((trained / "metrics" / "mmt" / f"{system}.json").read_text())
         assert {"bleu", "sacrebleu", "chrf", "meteor", "meteor_note"} <= set(metrics)
         assert metrics["test_sentences"] == 3 and 0 <= metrics["bleu"] <= 100
@@ -80,13 +82,14 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     """mmt.mt_system: marian trains a small Marian per direction here; synthesis then uses it for mt_*."""
     tree = tiny_params_tree()
     tree["mmt"].update(mt_system="marian")
-    tree["mmt"]["marian"].update(d_model=16, layers=1, epochs=1, batch_size=16)
+    tree["mmt"]["marian"]["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
     params = write_params(tmp_path / "marian.yaml", tree)
     common = ["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
               "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models")]  # fmt: skip
     train_mmt.main([*common, "--mt_models", str(tmp_path / "mt-models"), "--metrics", str(tmp_path / "metrics")])
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
+    assert json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text()) == {"backend": "marian"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
     synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet")])
     table = pq.read_table(tmp_path / "de.parquet")

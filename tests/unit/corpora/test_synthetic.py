@@ -15,20 +15,16 @@ from PIL import Image
 
 import corpora.synthetic.generator as generator_module
 from corpora.io import InputError, read_lines
+from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
+from corpora.synthetic.config import ObjectRange, SplitCounts
 from corpora.synthetic.inventory import COLOURS
+from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
-SMALL = SyntheticConfig(
-    seed=3,
-    train_images=12,
-    val_images=4,
-    test_images=4,
-    image_size=96,
-    parallel_train_pairs=200,
-    parallel_val_pairs=20,
-    parallel_test_pairs=20,
-)
+SMALL = SyntheticConfig(image_size=96, splits=SplitCounts(12, 4, 4), parallel_pairs=SplitCounts(200, 20, 20))
+SEED = 3
+LANGUAGES = Languages("en", ("de", "fr", "cs"))
 Box = tuple[float, float, float, float]
 
 
@@ -43,7 +39,7 @@ def _digests(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GenerationSummary]:
     root = tmp_path_factory.mktemp("synthetic") / "dataset"
-    return root, generate(SMALL, root)
+    return root, generate(SMALL, root, seed=SEED, languages=LANGUAGES)
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +53,9 @@ def objects(small: tuple[Path, GenerationSummary]) -> dict[str, list[dict]]:
 
 def test_same_config_gives_identical_bytes_and_another_seed_differs(small, tmp_path: Path) -> None:
     root, _ = small
-    generate(SMALL, tmp_path / "again")
+    generate(SMALL, tmp_path / "again", seed=SEED, languages=LANGUAGES)
     assert _digests(tmp_path / "again") == _digests(root)
-    generate(dataclasses.replace(SMALL, seed=4), tmp_path / "other")
+    generate(SMALL, tmp_path / "other", seed=4, languages=LANGUAGES)
     other = _digests(tmp_path / "other")
     assert other.keys() == _digests(root).keys()
     changed = [name for name, digest in _digests(root).items() if other[name] != digest]
@@ -69,7 +65,7 @@ def test_same_config_gives_identical_bytes_and_another_seed_differs(small, tmp_p
 
 def test_adding_a_language_leaves_images_and_other_languages_unchanged(small, tmp_path: Path) -> None:
     root, _ = small
-    generate(dataclasses.replace(SMALL, languages=("en", "de")), tmp_path / "two")
+    generate(SMALL, tmp_path / "two", seed=SEED, languages=Languages("en", ("de",)))
     fewer = _digests(tmp_path / "two")
     same = [name for name, digest in _digests(root).items() if fewer.get(name) == digest]
     assert sorted(same) == sorted(set(fewer) - {"meta.json"})  # meta.json records the language list
@@ -87,7 +83,7 @@ def test_layout_and_line_counts(small) -> None:
         assert names == read_lines(root / "task2" / "image_splits" / f"{split}_images.txt")
         assert len(names) == sizes[split]
         listed += names
-        for lang in SMALL.languages:
+        for lang in LANGUAGES.all:
             assert len(read_lines(root / "task1" / "raw" / f"{split}.{lang}.gz")) == sizes[split]
             for n in range(1, 6):
                 assert len(read_lines(root / "task2" / "raw" / f"{split}.{n}.{lang}.gz")) == sizes[split]
@@ -97,7 +93,7 @@ def test_layout_and_line_counts(small) -> None:
     assert listed == [f"syn{number:06d}.png" for number in range(1, 21)]  # global numbering, corpus order
     assert sorted(path.name for path in (root / "images").iterdir()) == listed
     assert not (root / "task2" / "raw" / "train.6.en.gz").exists()
-    assert summary.images == sizes and summary.captions == {lang: 20 * 6 for lang in SMALL.languages}
+    assert summary.images == sizes and summary.captions == {lang: 20 * 6 for lang in LANGUAGES.all}
     assert summary.parallel_pairs == {"en-de": 240, "en-fr": 240, "en-cs": 240}
     assert {"item": "images", "key": "val", "count": 4} in summary.as_rows()
 
@@ -119,7 +115,7 @@ def test_objects_have_boxes_inside_the_image_and_distinct_sizes(small, objects) 
     assert sorted(objects) == [f"syn{number:06d}" for number in range(1, 21)]
     longest = {"small": [], "big": []}
     for rows in objects.values():
-        assert 1 <= len(rows) <= SMALL.max_objects
+        assert 1 <= len(rows) <= SMALL.objects_per_image.max
         assert [row["object"] for row in rows] == list(range(len(rows)))
         for row in rows:
             assert 0 <= row["x0"] < row["x1"] <= 96 and 0 <= row["y0"] < row["y1"] <= 96, row
@@ -221,7 +217,7 @@ def test_english_captions_are_true_of_the_boxes(small, objects) -> None:
 
 def test_comparable_captions_differ_from_each_other_and_from_the_translation(small) -> None:
     root, _ = small
-    for lang in SMALL.languages:
+    for lang in LANGUAGES.all:
         captions = [read_lines(root / "task1" / "raw" / f"train.{lang}.gz")]
         captions += [read_lines(root / "task2" / "raw" / f"train.{n}.{lang}.gz") for n in range(1, 6)]
         per_image = list(zip(*captions, strict=True))
@@ -244,21 +240,42 @@ def test_parallel_corpus_uses_frames_that_captions_do_not(small) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"languages": ("en", "xx")}, r"languages.*'xx'.*available grammars: \['cs', 'de', 'en', 'fr'\]"),
-        ({"languages": ("en", "en")}, "languages.*twice"),
-        ({"pivot": "de", "languages": ("en", "fr")}, "pivot = 'de'"),
-        ({"min_objects": 0}, "min_objects = 0"),
-        ({"max_objects": 9}, "max_objects = 9"),
-        ({"min_objects": 3, "max_objects": 2}, "min_objects = 3 is larger than max_objects = 2"),
-        ({"image_size": 63}, "image_size = 63"),
-        ({"train_images": -1}, "train_images = -1"),
-        ({"parallel_val_pairs": -5}, "parallel_val_pairs = -5"),
-        ({"comparable_per_image": 2.5}, "comparable_per_image = 2.5"),
+        ({"image_size": 63}, r"image_size: got 63, allowed: 64 to 4096"),
+        ({"splits": SplitCounts(0, 1, 1)}, r"splits\.train: got 0, allowed: 1 to"),
+        ({"splits": SplitCounts(1, -1, 1)}, r"splits\.val: got -1, allowed: 0 to"),
+        ({"parallel_pairs": SplitCounts(1, -5, 1)}, r"parallel_pairs\.val: got -5, allowed: 0 to"),
+        ({"comparable_per_image": 0}, r"comparable_per_image: got 0, allowed: 1 to 20"),
     ],
 )
-def test_config_errors_name_the_field_and_value(tmp_path: Path, change: dict, message: str) -> None:
+def test_config_errors_name_the_field_and_value(change: dict, message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        dataclasses.replace(SMALL, **change)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "message"),
+    [(0, 2, r"min: got 0, allowed: 1 to 8"), (1, 9, r"max: got 9, allowed: 1 to 8"), (3, 2, r"max: got 2, allowed: 3")],
+)
+def test_object_range_is_checked(low: int, high: int, message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        ObjectRange(low, high)
+
+
+@pytest.mark.parametrize(
+    ("languages", "message"),
+    [
+        (
+            Languages("en", ("de", "it")),
+            r"languages: no grammar for \['it'\]; available grammars: \['cs', 'de', 'en', 'fr'\]",
+        ),
+        (Languages("it", ("de",)), r"no grammar for \['it'\]"),
+    ],
+)
+def test_languages_without_a_grammar_are_refused_before_writing(
+    tmp_path: Path, languages: Languages, message: str
+) -> None:
     with pytest.raises(InputError, match=message):
-        generate(dataclasses.replace(SMALL, **change), tmp_path / "out")
+        generate(SMALL, tmp_path / "out", seed=SEED, languages=languages)
     assert not (tmp_path / "out").exists()
 
 
@@ -275,21 +292,22 @@ def test_a_failed_run_leaves_nothing_and_keeps_an_earlier_dataset(tmp_path: Path
     real_render = generator_module.render
     monkeypatch.setattr(generator_module, "render", failing_render)
     with pytest.raises(RuntimeError, match="killed"):
-        generate(SMALL, tmp_path / "fresh")
+        generate(SMALL, tmp_path / "fresh", seed=SEED, languages=LANGUAGES)
     assert list(tmp_path.iterdir()) == []  # neither the folder nor a temporary sibling
 
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "marker.txt").write_text("earlier run")
     calls = 0
     with pytest.raises(RuntimeError, match="killed"):
-        generate(SMALL, tmp_path / "kept")
+        generate(SMALL, tmp_path / "kept", seed=SEED, languages=LANGUAGES)
     assert [path.name for path in (tmp_path / "kept").iterdir()] == ["marker.txt"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["kept"]
 
 
 def test_progress_reports_every_fifty_images_and_the_end(tmp_path: Path) -> None:
     reports: list[tuple[int, int]] = []
-    config = dataclasses.replace(SMALL, train_images=110, val_images=0, test_images=0, parallel_train_pairs=0)
-    generate(config, tmp_path / "out", progress=lambda done, total: reports.append((done, total)))
+    config = SyntheticConfig(image_size=96, splits=SplitCounts(110, 0, 0), parallel_pairs=SplitCounts(0, 0, 0))
+    generate(config, tmp_path / "out", seed=SEED, languages=LANGUAGES,
+             progress=lambda done, total: reports.append((done, total)))  # fmt: skip
     assert reports == [(50, 110), (100, 110), (110, 110)]
     assert read_lines(tmp_path / "out" / "task1" / "image_splits" / "val.txt") == []

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+from corpora.io import file_sha256
 from features.butd import BottomUpAttention, BUTDConfig
 from features.butd_extractor import BUTDExtractor
 from features.checkpoints import (
     CheckpointError,
-    checkpoint_sha256,
     config_from_checkpoint,
     convert_checkpoint,
     detect_layout,
@@ -326,10 +326,10 @@ def test_unreadable_or_foreign_checkpoints_are_named(tmp_path: Path) -> None:
         load_checkpoint(tiny_model(), write_pickle(tmp_path / "d2.pkl", arrays))
 
 
-def test_checkpoint_sha256(tmp_path: Path) -> None:
+def test_file_sha256(tmp_path: Path) -> None:
     path = tmp_path / "weights.pth"
     path.write_bytes(b"x" * 3_000_000)
-    assert checkpoint_sha256(path) == hashlib.sha256(b"x" * 3_000_000).hexdigest()
+    assert file_sha256(path) == hashlib.sha256(b"x" * 3_000_000).hexdigest()
 
 
 def test_load_vocabulary(tmp_path: Path) -> None:

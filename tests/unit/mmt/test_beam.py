@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from mmt.beam import beam_search, beam_search_reference, greedy_decode
-from mmt.model import MMTConfig, RegionalMMT, SourceBatch, pad_ids, source_batch
+from mmt.model import MMTConfig, MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
 from tests.unit.mmt.test_model import random_regions, random_sentences
 
 CPU = torch.device("cpu")
-CONFIG = MMTConfig(src_vocab=40, tgt_vocab=30, emb_dim=16, hidden=16, region_dim=12, dropout=0.2)
+CONFIG = MMTConfig(emb_dim=16, hidden=16, dropout=0.2)
+SHAPE = MMTShape(src_vocab=40, tgt_vocab=30, region_dim=12)
 MAX_LEN = 12
 
 
@@ -25,13 +26,13 @@ def _partly_trained(seed: int) -> RegionalMMT:
     at different steps and distributions that are neither flat nor one-hot, which the search tests need.
     """
     torch.manual_seed(seed)
-    model = RegionalMMT(CONFIG)
+    model = RegionalMMT(CONFIG, SHAPE)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    src = random_sentences(32, vocab=CONFIG.src_vocab, seed=seed, lengths=(1, 8))
-    tgt = [[4 + (token * 7) % (CONFIG.tgt_vocab - 4) for token in ids] + [CONFIG.eos_id] for ids in src]
-    features, mask = random_regions([4] * 32, max_regions=4, dim=CONFIG.region_dim, seed=seed)
+    src = random_sentences(32, vocab=SHAPE.src_vocab, seed=seed, lengths=(1, 8))
+    tgt = [[4 + (token * 7) % (SHAPE.tgt_vocab - 4) for token in ids] + [SHAPE.eos_id] for ids in src]
+    features, mask = random_regions([4] * 32, max_regions=4, dim=SHAPE.region_dim, seed=seed)
     batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
-    tgt_in = pad_ids([[CONFIG.bos_id, *ids[:-1]] for ids in tgt], pad_id=0, device=CPU)
+    tgt_in = pad_ids([[SHAPE.bos_id, *ids[:-1]] for ids in tgt], pad_id=0, device=CPU)
     tgt_out = pad_ids(tgt, pad_id=0, device=CPU)
     for step in range(40):
         optimizer.zero_grad()
@@ -54,7 +55,7 @@ def search_model(seed: int = 0) -> RegionalMMT:
 
 
 def sources(seed: int) -> list[list[int]]:
-    return random_sentences(5, vocab=CONFIG.src_vocab, seed=seed, lengths=(1, 9))
+    return random_sentences(5, vocab=SHAPE.src_vocab, seed=seed, lengths=(1, 9))
 
 
 @pytest.mark.parametrize("beam", [1, 3, 5])
@@ -64,7 +65,7 @@ def test_batched_beam_search_equals_the_reference(beam: int, with_regions: bool,
     model = search_model()
     src = sources(seed=1)
     valid = [6, 1, 3, 6, 2]
-    features, mask = random_regions(valid, max_regions=6, dim=CONFIG.region_dim, seed=2)
+    features, mask = random_regions(valid, max_regions=6, dim=SHAPE.region_dim, seed=2)
     features = features.double()
     if with_regions:
         batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
@@ -86,7 +87,7 @@ def test_batched_beam_search_equals_the_reference(beam: int, with_regions: bool,
     assert found == expected
     lengths = {len(ids) for ids in found}
     assert len(lengths) > 1 and min(lengths) < MAX_LEN  # finished hypotheses were exercised
-    assert all(CONFIG.eos_id not in ids and CONFIG.bos_id not in ids and CONFIG.pad_id not in ids for ids in found)
+    assert all(SHAPE.eos_id not in ids and SHAPE.bos_id not in ids and SHAPE.pad_id not in ids for ids in found)
 
 
 def test_beam_width_changes_the_result_somewhere() -> None:
@@ -100,7 +101,7 @@ def test_beam_width_changes_the_result_somewhere() -> None:
 def test_greedy_equals_beam_one(with_regions: bool) -> None:
     model = search_model(seed=5)
     src = sources(seed=6)
-    features, mask = random_regions([2, 4, 4, 1, 3], max_regions=4, dim=CONFIG.region_dim, seed=7)
+    features, mask = random_regions([2, 4, 4, 1, 3], max_regions=4, dim=SHAPE.region_dim, seed=7)
     features = features.double()
     if with_regions:
         batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
@@ -125,7 +126,7 @@ def test_greedy_equals_beam_one(with_regions: bool) -> None:
 def test_max_len_bounds_the_output_and_the_mode_is_restored() -> None:
     model = search_model()
     with torch.no_grad():
-        model.output.bias[CONFIG.eos_id] -= 1000.0  # EOS never wins: every hypothesis runs to max_len
+        model.output.bias[SHAPE.eos_id] -= 1000.0  # EOS never wins: every hypothesis runs to max_len
     model.train()
     batch = source_batch(sources(seed=8), pad_id=0, device=CPU)
     assert all(len(ids) == 4 for ids in beam_search(model, batch, beam=3, max_len=4))
@@ -135,7 +136,7 @@ def test_max_len_bounds_the_output_and_the_mode_is_restored() -> None:
 
 def test_float32_model_and_invalid_arguments() -> None:
     torch.manual_seed(0)
-    model = RegionalMMT(CONFIG)
+    model = RegionalMMT(CONFIG, SHAPE)
     batch = source_batch(sources(seed=9), pad_id=0, device=CPU)
     assert len(beam_search(model, batch, beam=2, max_len=3)) == 5
     with pytest.raises(ValueError, match=r"beam must be in 1\.\.28"):

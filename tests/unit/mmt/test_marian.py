@@ -14,6 +14,7 @@ import torch
 from corpora.io import InputError
 from mmt.marian import MarianTrainConfig, MarianTranslator, train_marian
 from mmt.translator_protocol import Translator
+from settings.checks import SettingError
 
 CPU = torch.device("cpu")
 COLOURS = {"red": "rotes", "blue": "blaues", "green": "grünes", "yellow": "gelbes", "black": "schwarzes"}
@@ -31,7 +32,7 @@ TINY = MarianTrainConfig(
     batch_size=16,
     epochs=1,
     warmup_steps=2,
-    learning_rate=1e-3,
+    lr=1e-3,
 )
 
 
@@ -161,5 +162,7 @@ def test_bad_arguments_are_rejected(trained: tuple[MarianTranslator, Path]) -> N
         train_marian(
             ["a"], ["b", "c"], out_dir=Path("unused"), src_lang="en", tgt_lang="de", config=TINY, device=CPU, seed=0
         )
-    with pytest.raises(ValueError, match="must be below max_position_embeddings"):
+    with pytest.raises(SettingError, match=r"max_len: got 128, allowed: 1 to 127"):
         MarianTrainConfig(max_len=128, max_position_embeddings=128)
+    with pytest.raises(SettingError, match=r"attention_heads: got 3, allowed: a divisor of d_model"):
+        MarianTrainConfig(d_model=64, attention_heads=3)

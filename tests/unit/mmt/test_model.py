@@ -6,17 +6,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmt.model import MMTConfig, RegionalMMT, SourceBatch, source_batch
+from mmt.model import MMTConfig, MMTShape, RegionalMMT, SourceBatch, source_batch
+from settings.checks import SettingError
 
 CPU = torch.device("cpu")
 
 
-TINY = MMTConfig(src_vocab=40, tgt_vocab=50, emb_dim=16, hidden=24, region_dim=12, dropout=0.0)
+TINY = MMTConfig(emb_dim=16, hidden=24, dropout=0.0)
+SHAPE = MMTShape(src_vocab=40, tgt_vocab=50, region_dim=12)
 
 
 def tiny_model(config: MMTConfig = TINY, *, seed: int = 0) -> RegionalMMT:
     torch.manual_seed(seed)
-    return RegionalMMT(config).eval()
+    return RegionalMMT(config, SHAPE).eval()
 
 
 def random_sentences(count: int, *, vocab: int, seed: int, lengths: tuple[int, int] = (2, 9)) -> list[list[int]]:
@@ -68,18 +70,18 @@ def reference_logits(
 
 
 def teacher_inputs(count: int, *, seed: int) -> list[list[int]]:
-    return [[TINY.bos_id, *ids] for ids in random_sentences(count, vocab=TINY.tgt_vocab, seed=seed, lengths=(1, 6))]
+    return [[SHAPE.bos_id, *ids] for ids in random_sentences(count, vocab=SHAPE.tgt_vocab, seed=seed, lengths=(1, 6))]
 
 
 def padded_targets(targets: list[list[int]]) -> torch.Tensor:
     width = max(map(len, targets))
-    return torch.tensor([ids + [TINY.pad_id] * (width - len(ids)) for ids in targets])
+    return torch.tensor([ids + [SHAPE.pad_id] * (width - len(ids)) for ids in targets])
 
 
 def test_shapes_of_encoder_attention_and_logits() -> None:
     model = tiny_model()
-    src = random_sentences(3, vocab=TINY.src_vocab, seed=1)
-    features, mask = random_regions([5, 2, 7], max_regions=7, dim=TINY.region_dim, seed=2)
+    src = random_sentences(3, vocab=SHAPE.src_vocab, seed=1)
+    features, mask = random_regions([5, 2, 7], max_regions=7, dim=SHAPE.region_dim, seed=2)
     width = max(map(len, src))
     regional = model.encode(source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask))
     assert regional.states.shape == (3, 7, width + 1, 2 * TINY.hidden)
@@ -92,19 +94,19 @@ def test_shapes_of_encoder_attention_and_logits() -> None:
     assert text_only.states.shape == (3, 1, width, 2 * TINY.hidden)
     tgt_in = padded_targets(teacher_inputs(3, seed=3))
     logits = model(source_batch(src, pad_id=0, device=CPU), tgt_in)
-    assert logits.shape == (*tgt_in.shape, TINY.tgt_vocab)
+    assert logits.shape == (*tgt_in.shape, SHAPE.tgt_vocab)
 
 
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("with_regions", [False, True])
 def test_batched_model_matches_the_equations_written_thread_by_thread(layers: int, with_regions: bool) -> None:
     """Text-only = ONE thread without visual token; regional = K threads [v_k, x]; padding of both is masked."""
-    config = MMTConfig(src_vocab=40, tgt_vocab=50, emb_dim=16, hidden=24, region_dim=12, dropout=0.0, layers=layers)
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers)
     model = tiny_model(config, seed=4)
-    src = random_sentences(4, vocab=config.src_vocab, seed=5)
+    src = random_sentences(4, vocab=SHAPE.src_vocab, seed=5)
     targets = teacher_inputs(4, seed=6)
     valid = [3, 1, 6, 4]
-    features, mask = random_regions(valid, max_regions=6, dim=config.region_dim, seed=7)
+    features, mask = random_regions(valid, max_regions=6, dim=SHAPE.region_dim, seed=7)
     batch = (
         source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
         if with_regions
@@ -121,9 +123,9 @@ def test_batched_model_matches_the_equations_written_thread_by_thread(layers: in
 @pytest.mark.parametrize("with_regions", [False, True])
 def test_extra_token_padding_does_not_change_outputs(with_regions: bool) -> None:
     model = tiny_model()
-    src = random_sentences(3, vocab=TINY.src_vocab, seed=8)
-    features, mask = random_regions([4, 4, 2], max_regions=4, dim=TINY.region_dim, seed=9)
-    extra = [ids + [TINY.pad_id] * 5 for ids in src]
+    src = random_sentences(3, vocab=SHAPE.src_vocab, seed=8)
+    features, mask = random_regions([4, 4, 2], max_regions=4, dim=SHAPE.region_dim, seed=9)
+    extra = [ids + [SHAPE.pad_id] * 5 for ids in src]
     tgt_in = padded_targets(teacher_inputs(3, seed=10))
 
     def batch(sentences: list[list[int]]) -> SourceBatch:
@@ -149,10 +151,10 @@ def _row(batch: SourceBatch, row: int, length: int) -> SourceBatch:
 
 def test_padded_regions_do_not_change_outputs() -> None:
     model = tiny_model()
-    src = random_sentences(2, vocab=TINY.src_vocab, seed=11)
-    features, _ = random_regions([3, 3], max_regions=3, dim=TINY.region_dim, seed=12)
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=11)
+    features, _ = random_regions([3, 3], max_regions=3, dim=SHAPE.region_dim, seed=12)
     tgt_in = padded_targets(teacher_inputs(2, seed=13))
-    garbage = torch.randn(2, 5, TINY.region_dim) * 10  # padded slots with large non-zero values
+    garbage = torch.randn(2, 5, SHAPE.region_dim) * 10  # padded slots with large non-zero values
     padded = torch.cat([features, garbage], dim=1)  # (2, 8, D): 3 valid regions, 5 padded
     padded_mask = torch.arange(8)[None].expand(2, -1) < 3
     with torch.no_grad():
@@ -166,7 +168,7 @@ def test_padded_regions_do_not_change_outputs() -> None:
 def test_attention_sums_to_one_over_tokens_and_threads_and_is_zero_on_padding() -> None:
     model = tiny_model()
     src = [[5, 6, 7, 8, 9], [10, 11]]
-    features, mask = random_regions([4, 2], max_regions=4, dim=TINY.region_dim, seed=14)
+    features, mask = random_regions([4, 2], max_regions=4, dim=SHAPE.region_dim, seed=14)
     encoded = model.encode(source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask))
     _, weights = model.attend(encoded, torch.randn(2, 3, TINY.hidden))  # (B, R, K, T)
     torch.testing.assert_close(weights.sum(dim=(-1, -2)), torch.ones(2, 3))
@@ -182,8 +184,8 @@ def test_attention_sums_to_one_over_tokens_and_threads_and_is_zero_on_padding() 
 def test_identical_regions_equal_a_single_region() -> None:
     """a_ik is uniform over identical threads and the mean of identical last states is one of them."""
     model = tiny_model()
-    src = random_sentences(2, vocab=TINY.src_vocab, seed=15)
-    features, _ = random_regions([1, 1], max_regions=1, dim=TINY.region_dim, seed=16)
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=15)
+    features, _ = random_regions([1, 1], max_regions=1, dim=SHAPE.region_dim, seed=16)
     tgt_in = padded_targets(teacher_inputs(2, seed=17))
     with torch.no_grad():
         one = model(
@@ -196,9 +198,9 @@ def test_identical_regions_equal_a_single_region() -> None:
 
 def test_regions_matter_and_are_l2_normalised() -> None:
     model = tiny_model()
-    src = random_sentences(2, vocab=TINY.src_vocab, seed=18)
-    features, mask = random_regions([3, 2], max_regions=3, dim=TINY.region_dim, seed=19)
-    other, _ = random_regions([3, 2], max_regions=3, dim=TINY.region_dim, seed=20)
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=18)
+    features, mask = random_regions([3, 2], max_regions=3, dim=SHAPE.region_dim, seed=19)
+    other, _ = random_regions([3, 2], max_regions=3, dim=SHAPE.region_dim, seed=20)
     tgt_in = padded_targets(teacher_inputs(2, seed=21))
     with torch.no_grad():
         base = model(source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask), tgt_in)
@@ -212,15 +214,15 @@ def test_regions_matter_and_are_l2_normalised() -> None:
 
 def test_float16_regions_are_accepted() -> None:
     model = tiny_model()
-    features, mask = random_regions([2], max_regions=2, dim=TINY.region_dim, seed=22)
+    features, mask = random_regions([2], max_regions=2, dim=SHAPE.region_dim, seed=22)
     batch = source_batch([[5, 6]], pad_id=0, device=CPU, regions=features.half().numpy(), region_mask=mask.numpy())
     assert model(batch, torch.tensor([[2, 7]])).dtype == torch.float32
 
 
 def test_gradients_reach_the_visual_projection_only_with_regions() -> None:
     model = tiny_model()
-    src = random_sentences(2, vocab=TINY.src_vocab, seed=23)
-    features, mask = random_regions([2, 1], max_regions=2, dim=TINY.region_dim, seed=24)
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=23)
+    features, mask = random_regions([2, 1], max_regions=2, dim=SHAPE.region_dim, seed=24)
     tgt_in = padded_targets(teacher_inputs(2, seed=25))
     model(source_batch(src, pad_id=0, device=CPU), tgt_in).sum().backward()
     assert model.region_proj.weight.grad is None
@@ -230,7 +232,7 @@ def test_gradients_reach_the_visual_projection_only_with_regions() -> None:
 
 def test_empty_image_and_empty_text_only_sentence_are_rejected() -> None:
     model = tiny_model()
-    features, _ = random_regions([2, 2], max_regions=2, dim=TINY.region_dim, seed=26)
+    features, _ = random_regions([2, 2], max_regions=2, dim=SHAPE.region_dim, seed=26)
     mask = torch.tensor([[True, True], [False, False]])
     with pytest.raises(ValueError, match="at least one valid region"):
         model.encode(source_batch([[5], [6]], pad_id=0, device=CPU, regions=features, region_mask=mask))
@@ -244,10 +246,17 @@ def test_empty_image_and_empty_text_only_sentence_are_rejected() -> None:
 
 
 @pytest.mark.parametrize(
-    "changes",
-    [{"src_vocab": 0}, {"dropout": 1.0}, {"layers": 0}, {"bos_id": 0}, {"eos_id": 50}],
-)
-def test_invalid_configs_are_rejected(changes: dict[str, float]) -> None:
+    ("changes", "message"),
+    [({"dropout": 1.0}, r"dropout: got 1\.0, allowed: 0 <= dropout < 1"), ({"layers": 0}, r"layers: got 0"),
+     ({"hidden": 2}, r"hidden: got 2, allowed: 4 to")],
+)  # fmt: skip
+def test_invalid_configs_are_rejected(changes: dict[str, float], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        MMTConfig(**changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("changes", [{"src_vocab": 0}, {"bos_id": 0}, {"eos_id": 50}, {"max_len": 0}])
+def test_invalid_shapes_are_rejected(changes: dict[str, int]) -> None:
     fields = {"src_vocab": 40, "tgt_vocab": 50, **changes}
-    with pytest.raises(ValueError, match="MMTConfig"):
-        MMTConfig(**fields)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="MMTShape"):
+        MMTShape(**fields)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from corpora.io import InputError
-from mmt.text import BOS_ID, EOS_ID, PAD_ID, UNK_ID, MosesText, SubwordVocab, TextPipeline
+from mmt.text import BOS_ID, EOS_ID, PAD_ID, UNK_ID, MosesText, SubwordConfig, SubwordVocab, TextPipeline
 
 # Typical captions with punctuation, inner hyphens, apostrophes and quotes; each is already in the
 # form Moses' punctuation normaliser produces, so tokenise -> detokenise must give it back unchanged.
@@ -60,10 +60,7 @@ def _pipeline(tmp_path: Path, *, joint: bool = True, max_len: int = 100, vocab_s
         DE,
         src_lang="en",
         tgt_lang="de",
-        vocab_size=vocab_size,
-        joint=joint,
-        lowercase=True,
-        max_len=max_len,
+        config=SubwordConfig(lowercase=True, vocab_size=vocab_size, joint=joint, max_len=max_len),
         out_dir=tmp_path,
         seed=1,
     )

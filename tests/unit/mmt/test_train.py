@@ -15,13 +15,14 @@ import torch
 from corpora.io import InputError
 from mmt.beam import beam_search, greedy_decode
 from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
-from mmt.model import MMTConfig, RegionalMMT, source_batch
+from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
 from mmt.train import Example, TrainConfig, check_examples, collate, fit, length_batches
 from tests.unit.mmt.test_model import random_regions, random_sentences
 
 CPU = torch.device("cpu")
-CONFIG = MMTConfig(src_vocab=30, tgt_vocab=30, emb_dim=16, hidden=32, region_dim=8, dropout=0.0)
-EOS = CONFIG.eos_id
+CONFIG = MMTConfig(emb_dim=16, hidden=32, dropout=0.0)
+SHAPE = MMTShape(src_vocab=30, tgt_vocab=30, region_dim=8)
+EOS = SHAPE.eos_id
 
 
 def no_autocast() -> contextlib.AbstractContextManager[object]:
@@ -40,9 +41,9 @@ class ArrayRegions:
         return self.features[wanted].astype(np.float16), self.mask[wanted], boxes
 
 
-def new_model(config: MMTConfig = CONFIG, seed: int = 0) -> RegionalMMT:
+def new_model(config: MMTConfig = CONFIG, seed: int = 0, shape: MMTShape = SHAPE) -> RegionalMMT:
     torch.manual_seed(seed)
-    return RegionalMMT(config)
+    return RegionalMMT(config, shape)
 
 
 def toy_pairs() -> list[Example]:
@@ -71,13 +72,14 @@ def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
     train = toy_pairs()
     model = new_model()
     losses: list[float] = []
-    config = TrainConfig(epochs=150, batch_size=4, lr=1e-2, patience=1000, eval_every=0, seed=1)
+    config = TrainConfig(epochs=150, batch_size=4, lr=1e-2, patience=1000, eval_every=0)
     result = fit(
         model,
         train,
         regions=None,
         evaluate=exact_matches(train),
         config=config,
+        seed=1,
         device=CPU,
         autocast=no_autocast,
         checkpoint_path=tmp_path / "mmt.pt",
@@ -92,7 +94,7 @@ def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
 def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path) -> None:
     """Same source sentence, 4 images: only the visual threads can tell which target word is meant."""
     generator = np.random.default_rng(0)
-    features = generator.normal(size=(4, 3, CONFIG.region_dim)).astype(np.float32)
+    features = generator.normal(size=(4, 3, SHAPE.region_dim)).astype(np.float32)
     regions = ArrayRegions(
         features, np.array([[True, True, True], [True, True, False], [True] * 3, [True, False, False]])
     )
@@ -103,7 +105,8 @@ def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path)
         train,
         regions=regions,
         evaluate=exact_matches(train, regions),
-        config=TrainConfig(epochs=120, batch_size=4, lr=1e-2, patience=1000, seed=0),
+        config=TrainConfig(epochs=120, batch_size=4, lr=1e-2, patience=1000),
+        seed=0,
         device=CPU,
         autocast=no_autocast,
         checkpoint_path=tmp_path / "mmt.pt",
@@ -116,9 +119,9 @@ def test_two_fits_with_the_same_seed_give_identical_weights(tmp_path: Path) -> N
     train = [
         Example(example.src_ids, example.tgt_ids, image_row=row % 3) for row, example in enumerate(toy_pairs() * 2)
     ]
-    features, mask = random_regions([3, 1, 2], max_regions=3, dim=CONFIG.region_dim, seed=1)
+    features, mask = random_regions([3, 1, 2], max_regions=3, dim=SHAPE.region_dim, seed=1)
     regions = ArrayRegions(features.numpy(), mask.numpy())
-    config = TrainConfig(epochs=3, batch_size=3, sort_chunk=2, eval_every=4, seed=7)
+    config = TrainConfig(epochs=3, batch_size=3, sort_chunk=2, eval_every=4)
     dropout = replace(CONFIG, dropout=0.3)
     weights = []
     for run, seed in enumerate((7, 7, 8)):
@@ -129,7 +132,8 @@ def test_two_fits_with_the_same_seed_give_identical_weights(tmp_path: Path) -> N
             train,
             regions=regions,
             evaluate=lambda model: 0.0,
-            config=replace(config, seed=seed),
+            config=config,
+            seed=seed,
             device=CPU,
             autocast=no_autocast,
             checkpoint_path=tmp_path / f"run{run}.pt",
@@ -157,6 +161,7 @@ def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_pat
         regions=None,
         evaluate=evaluate,
         config=TrainConfig(epochs=50, batch_size=2, patience=2, eval_every=1),
+        seed=0,
         device=CPU,
         autocast=no_autocast,
         checkpoint_path=tmp_path / "best.pt",
@@ -180,6 +185,7 @@ def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_p
         regions=None,
         evaluate=lambda model: float(len(steps)),
         config=TrainConfig(epochs=1, batch_size=2, eval_every=3),
+        seed=0,
         device=CPU,
         autocast=no_autocast,
         checkpoint_path=tmp_path / "best.pt",
@@ -202,9 +208,9 @@ def test_length_batches_cover_every_example_once_deterministically() -> None:
 
 def test_collate_builds_teacher_forcing_inputs() -> None:
     examples = [Example((5, 6, 7), (8, 9, EOS), image_row=1), Example((5,), (8, EOS), image_row=0)]
-    features, mask = random_regions([2, 1], max_regions=2, dim=CONFIG.region_dim, seed=0)
+    features, mask = random_regions([2, 1], max_regions=2, dim=SHAPE.region_dim, seed=0)
     batch, tgt_in, tgt_out = collate(
-        examples, [0, 1], regions=ArrayRegions(features.numpy(), mask.numpy()), config=CONFIG, device=CPU
+        examples, [0, 1], regions=ArrayRegions(features.numpy(), mask.numpy()), shape=SHAPE, device=CPU
     )
     assert batch.src.tolist() == [[5, 6, 7], [5, 0, 0]]
     assert tgt_in.tolist() == [[2, 8, 9], [2, 8, 0]] and tgt_out.tolist() == [[8, 9, EOS], [8, EOS, 0]]
@@ -222,9 +228,9 @@ def test_collate_builds_teacher_forcing_inputs() -> None:
 )
 def test_bad_examples_are_named(example: Example, message: str) -> None:
     with pytest.raises(ValueError, match=f"training example 1: .*{message}"):
-        check_examples([Example((5,), (6, EOS)), example], CONFIG, with_regions=False)
+        check_examples([Example((5,), (6, EOS)), example], SHAPE, with_regions=False)
     with pytest.raises(ValueError, match="no image_row"):
-        check_examples([Example((5,), (6, EOS))], CONFIG, with_regions=True)
+        check_examples([Example((5,), (6, EOS))], SHAPE, with_regions=True)
 
 
 def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
@@ -232,8 +238,9 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
     save_mmt(tmp_path / "m.pt", model, extra={"step": 12, "note": "x"})
     loaded, extra = load_mmt(tmp_path / "m.pt", device=CPU)
     assert extra == {"step": 12, "note": "x"} and loaded.config == model.config and not loaded.training
+    assert loaded.shape == model.shape
     src = random_sentences(3, vocab=24, seed=3)
-    features, mask = random_regions([2, 3, 1], max_regions=3, dim=CONFIG.region_dim, seed=4)
+    features, mask = random_regions([2, 3, 1], max_regions=3, dim=SHAPE.region_dim, seed=4)
     batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
     tgt_in = torch.tensor([[2, 5, 6]] * 3)
     with torch.no_grad():
@@ -243,7 +250,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
 
 
 def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) -> None:
-    pretrained = new_model(replace(CONFIG, region_dim=4), seed=1)  # text-only: any region_dim
+    pretrained = new_model(seed=1, shape=replace(SHAPE, region_dim=4))  # text-only: any region_dim
     save_mmt(tmp_path / "pretrain.pt", pretrained, extra={})
     model = new_model(seed=2)
     fresh = copy.deepcopy(model.state_dict())
@@ -256,7 +263,7 @@ def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) ->
 
 
 def test_load_pretrained_lists_what_does_not_fit(tmp_path: Path) -> None:
-    other = new_model(replace(CONFIG, tgt_vocab=40, hidden=24))
+    other = new_model(replace(CONFIG, hidden=24), shape=replace(SHAPE, tgt_vocab=40))
     save_mmt(tmp_path / "other.pt", other, extra={})
     with pytest.raises(InputError) as error:
         load_pretrained_into(new_model(), tmp_path / "other.pt")

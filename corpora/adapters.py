@@ -1,0 +1,102 @@
+"""Every dataset adapter by name: one row each (its settings dataclass and its reader).
+
+Add a dataset format: write ``corpora/<format>.py`` (a config dataclass and a reader returning a
+:class:`~corpora.prepared.Corpus`) and add its row here; ``prepare.format`` in params.yaml then selects it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corpora.karpathy import KarpathyConfig, read_karpathy
+from corpora.languages import Languages
+from corpora.multi30k import Multi30kConfig, read_multi30k
+from corpora.prepared import Corpus
+from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
+from corpora.wmt import ParallelConfig
+from settings.checks import check
+
+# reader(config, source, image_root, languages, dataset): image_root None leaves image sizes null
+Reader = Callable[[Any, Path, Path | None, Languages, str], Corpus]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    config_type: type
+    read: Reader
+
+
+def _read_multi30k(config: Multi30kConfig, source: Path, images: Path | None, languages: Languages,
+                   dataset: str) -> Corpus:  # fmt: skip
+    return read_multi30k(source, languages=languages.all, splits=config.splits, image_root=images, dataset=dataset,
+                         tasks=config.tasks, tokenized=config.tokenized)  # fmt: skip
+
+
+def _read_karpathy(config: KarpathyConfig, source: Path, images: Path | None, languages: Languages,
+                   dataset: str) -> Corpus:  # fmt: skip
+    return read_karpathy(source, dataset=dataset, image_root=images, lang=languages.pivot,
+                         captions_per_image=config.captions_per_image, restval=config.restval)  # fmt: skip
+
+
+def _read_scan(config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages,
+               dataset: str) -> Corpus:  # fmt: skip
+    return read_scan_captions(source, splits=config.splits, dataset=dataset, lang=languages.pivot,
+                              captions_per_image=config.captions_per_image)  # fmt: skip
+
+
+ADAPTERS: dict[str, Adapter] = {
+    "multi30k": Adapter(Multi30kConfig, _read_multi30k),  # task1 + task2 layout (and the built-in data)
+    "karpathy": Adapter(KarpathyConfig, _read_karpathy),  # dataset_{flickr30k,coco}.json
+    "scan": Adapter(ScanCaptionsConfig, _read_scan),  # SCAN precomp <stem>_caps.txt
+}
+
+
+def read_corpus(
+    format: str, config: object, source: Path, *, image_root: Path | None, languages: Languages, dataset: str
+) -> Corpus:
+    """Images and human captions of the dataset at ``source``, read by the adapter ``format``.
+
+    Raises:
+        KeyError: an unknown format (the known ones are listed).
+        TypeError: ``config`` is not the adapter's config dataclass.
+    """
+    if format not in ADAPTERS:
+        raise KeyError(f"unknown dataset format {format!r}; known: {', '.join(ADAPTERS)}")
+    adapter = ADAPTERS[format]
+    if not isinstance(config, adapter.config_type):
+        raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")
+    return adapter.read(config, source, image_root, languages, dataset)
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """The `prepare` section of params.yaml: which adapter reads the dataset, and every adapter's settings.
+
+    Attributes:
+        format: A name of :data:`ADAPTERS`; the field of the same name holds its settings.
+        dataset: Name written to images.parquet's ``dataset`` column.
+        read_image_sizes: Open every image header for width/height (false: text-only, sizes null).
+        multi30k: Settings of the multi30k adapter.
+        karpathy: Settings of the karpathy adapter.
+        scan: Settings of the scan adapter.
+        parallel: The text-only parallel corpus (MT pre-training).
+    """
+
+    format: str = "multi30k"
+    dataset: str = "multi30k"
+    read_image_sizes: bool = True
+    multi30k: Multi30kConfig = field(default_factory=Multi30kConfig)
+    karpathy: KarpathyConfig = field(default_factory=KarpathyConfig)
+    scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+    def __post_init__(self) -> None:
+        check(self.format in ADAPTERS, "format", self.format, ", ".join(ADAPTERS))
+
+    @property
+    def adapter_config(self) -> object:
+        """The settings of the adapter ``format`` names."""
+        return getattr(self, self.format)

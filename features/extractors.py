@@ -1,0 +1,199 @@
+"""Every region extractor by name (``features.extractor``): one row each, and the `features` settings.
+
+A row is a :class:`NetworkExtractor` (a network run over the images, shard by shard: the built-in compact
+preset, the bottom-up-attention detector) or a :class:`FeatureImporter` (features users already hold,
+copied into a FeatureStore as they are). Add an extractor: write its module and add its row here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+
+from corpora.io import file_sha256
+from features.boxes import read_given_boxes
+from features.butd_extractor import BUTDExtractor, BUTDSettings
+from features.checkpoints import load_detector
+from features.compact import CompactExtractor, CompactPreset, encoder_for, load_encoder, weights_sha256
+from features.extraction import ImageJob, RegionExtractor
+from features.importers import ImportConfig, import_butd_tsv, import_scan_splits
+from features.regions import RegionConfig, RegionSelection, max_regions
+from settings.checks import SettingError, check, check_range
+from settings.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class FeaturesConfig:
+    """The `features` section of params.yaml.
+
+    Attributes:
+        extractor: A name of :data:`EXTRACTORS`.
+        regions: How regions are chosen.
+        shard_size: Images per shard (the unit of resumption and of distribution).
+        batch_size: Images per forward pass.
+        on_bad_image: fail (an error naming every bad file, after all shards ran) or skip (recorded).
+        probe: Train linear probes on the features for every label column of the boxes table.
+        compact: The built-in preset (extractor compact).
+        butd: The bottom-up-attention checkpoint and image scale (extractor butd).
+        imported: The files to import (extractors scan-npy, butd-tsv).
+    """
+
+    extractor: str = "compact"
+    regions: RegionConfig = field(default_factory=RegionConfig)
+    shard_size: int = 200
+    batch_size: int = 16
+    on_bad_image: Literal["fail", "skip"] = "fail"
+    probe: bool = True
+    compact: CompactPreset = field(default_factory=CompactPreset)
+    butd: BUTDSettings = field(default_factory=BUTDSettings)
+    imported: ImportConfig = field(default_factory=ImportConfig)
+
+    def __post_init__(self) -> None:
+        check(self.extractor in EXTRACTORS, "extractor", self.extractor, ", ".join(EXTRACTORS))
+        check_range("shard_size", self.shard_size, 1, 1_000_000)
+        check_range("batch_size", self.batch_size, 1, 4096)
+        EXTRACTORS[self.extractor].check(self)
+
+
+@dataclass(frozen=True)
+class ExtractionInputs:
+    """What an extractor's weights may come from."""
+
+    images: pa.Table  # the prepared images table
+    images_root: Path
+    boxes: Path  # the given boxes table (with labels on the built-in data)
+    inputs: Path  # checkpoints and precomputed features users hold
+    work: Path  # resumable intermediate work
+    seed: int
+
+
+@dataclass(frozen=True)
+class ExtractorSpec:
+    """A picklable, hashable description of a network extractor; shard tasks rebuild it wherever they run."""
+
+    name: str
+    weights: str
+    selection: RegionSelection
+    runtime: Runtime
+    options: tuple[tuple[str, int], ...] = ()  # the extractor's own settings that change the features
+
+    def description(self, weights_sha256: str) -> dict[str, object]:
+        """What determines the features: recorded in meta.json and part of the shard fingerprint."""
+        return {"extractor": self.name, "checkpoint_sha256": weights_sha256, "selection": asdict(self.selection),
+                **dict(self.options)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NetworkExtractor:
+    weights: Callable[[FeaturesConfig, ExtractionInputs], Path]  # the checkpoint to run (trained first, if need be)
+    weights_sha256: Callable[[Path], str]
+    options: Callable[[FeaturesConfig], dict[str, int]]
+    build: Callable[[ExtractorSpec], RegionExtractor]
+    check: Callable[[FeaturesConfig], None]
+
+    def spec(self, name: str, config: FeaturesConfig, weights: Path, runtime: Runtime) -> ExtractorSpec:
+        options = tuple(sorted(self.options(config).items()))
+        return ExtractorSpec(name, str(weights), config.regions.selection(), runtime, options)
+
+
+@dataclass(frozen=True)
+class FeatureImporter:
+    run: Callable[[FeaturesConfig, pa.Table, Path, Path], None]  # (config, images table, inputs folder, store folder)
+    check: Callable[[FeaturesConfig], None]
+
+
+def _compact_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
+    boxes = read_given_boxes(inputs.boxes)
+    return encoder_for(inputs.images, inputs.images_root, boxes, config.compact, seed=inputs.seed, work=inputs.work)
+
+
+def _compact_build(spec: ExtractorSpec) -> RegionExtractor:
+    device = spec.runtime.torch_device()
+    return CompactExtractor(load_encoder(spec.weights), max_regions=max_regions(spec.selection), device=device)
+
+
+def _compact_check(config: FeaturesConfig) -> None:
+    if config.regions.mode != "given":
+        raise SettingError("regions.mode", f"got {config.regions.mode!r}, allowed with extractor compact: given")
+
+
+def _butd_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
+    return inputs.inputs / str(config.butd.checkpoint)
+
+
+def _butd_build(spec: ExtractorSpec) -> RegionExtractor:
+    model = load_detector(spec.weights, **dict(spec.options))
+    device = spec.runtime.torch_device()
+    return BUTDExtractor(model, spec.selection, device, autocast=spec.runtime.autocast())
+
+
+def _butd_check(config: FeaturesConfig) -> None:
+    if not config.butd.checkpoint:
+        raise SettingError("butd.checkpoint", "missing: extractor butd needs a checkpoint file name")
+
+
+def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
+    splits = config.imported.scan_splits
+    pairs = list(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
+    ids_by_split = {split: [image_id for image_id, of in pairs if of == split] for split in splits}
+    import_scan_splits(inputs, splits, ids_by_split, out)
+
+
+def _import_tsv(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
+    paths = [inputs / name for name in config.imported.tsv_files]
+    import_butd_tsv(paths, out_dir=out, max_regions=config.regions.imported_count(),
+                    image_ids=images.column("image_id").to_pylist())  # fmt: skip
+
+
+def _tsv_check(config: FeaturesConfig) -> None:
+    if not config.imported.tsv_files:
+        raise SettingError("imported.tsv_files", "empty: extractor butd-tsv needs at least one TSV file")
+
+
+def _no_check(config: FeaturesConfig) -> None:
+    return None
+
+
+def _compact_sha256(weights: Path) -> str:
+    return weights_sha256(str(weights))
+
+
+def _no_options(config: FeaturesConfig) -> dict[str, int]:
+    return {}
+
+
+def _butd_options(config: FeaturesConfig) -> dict[str, int]:
+    return {"test_scale": config.butd.test_scale, "max_size": config.butd.max_size}
+
+
+EXTRACTORS: dict[str, NetworkExtractor | FeatureImporter] = {
+    # the built-in preset: a small CNN trained on the given boxes' labels (the built-in data)
+    "compact": NetworkExtractor(_compact_weights, _compact_sha256, _no_options, _compact_build, _compact_check),
+    # bottom-up attention Faster R-CNN R101-C4 (Anderson et al. 2018) from a public checkpoint
+    "butd": NetworkExtractor(_butd_weights, file_sha256, _butd_options, _butd_build, _butd_check),
+    "scan-npy": FeatureImporter(_import_scan, _no_check),  # SCAN precomp <stem>_ims.npy
+    "butd-tsv": FeatureImporter(_import_tsv, _tsv_check),  # bottom-up TSV files (generate_tsv.py)
+}
+
+
+@functools.lru_cache(maxsize=2)
+def build_extractor(spec: ExtractorSpec) -> RegionExtractor:
+    """The extractor of ``spec``; cached so a worker process loads the weights once per run."""
+    entry = EXTRACTORS[spec.name]
+    if not isinstance(entry, NetworkExtractor):
+        raise TypeError(f"{spec.name} imports features; it has no network to build")
+    return entry.build(spec)
+
+
+def image_jobs(images: pa.Table, images_root: Path, boxes_path: Path | None) -> list[ImageJob]:
+    """One job per prepared image, in table order, with its given boxes when a boxes file is used."""
+    given = read_given_boxes(boxes_path) if boxes_path else None
+    return [
+        ImageJob(image_id, str(images_root / path), None if given is None else given.of(image_id))
+        for image_id, path in zip(images.column("image_id").to_pylist(), images.column("path").to_pylist(), strict=True)
+    ]

@@ -1,0 +1,81 @@
+"""The sentence pairs one translation direction trains and tests on, taken from the prepared tables.
+
+Pre-training reads the text-only parallel corpus of the pivot-target pair (WMT-style); fine-tuning and
+testing read the translation captions (Multi30K task 1 style) of the same images in both languages.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpora.io import InputError
+from corpora.prepared import Corpus
+from corpora.tables import SPLITS
+from features.store import FeatureStore
+from mmt.text import TextPipeline
+from mmt.train import Example
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Aligned sentences of one split (with the image of each pair for caption data)."""
+
+    src: list[str]
+    tgt: list[str]
+    image_ids: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class DirectionData:
+    corpus: dict[str, Pairs]  # split -> text-only parallel corpus (pre-training)
+    captions: dict[str, Pairs]  # split -> translation captions of the same images (fine-tuning, test)
+
+
+def direction_data(corpus: Corpus, *, pivot: str, target: str, src: str, tgt: str) -> DirectionData:
+    """The parallel corpus of the pivot-target pair and the translation captions, oriented src -> tgt.
+
+    Raises:
+        InputError: the prepared tables have no parallel corpus for the pair.
+    """
+    name = f"{pivot}-{target}"
+    if name not in corpus.parallel:
+        raise InputError(f"prepared tables: no parallel corpus {name}.parquet (check paths.parallel)")
+    table = corpus.parallel[name]
+    columns = ("src", "tgt") if src == pivot else ("tgt", "src")
+    text = {
+        split: Pairs(*(table.filter(pc.equal(table.column("split"), split)).column(c).to_pylist() for c in columns))
+        for split in SPLITS
+    }
+    captions = {split: caption_pairs(corpus.captions, src, tgt, split) for split in SPLITS}
+    return DirectionData(text, captions)
+
+
+def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str) -> Pairs:
+    """Translation captions (Multi30K task1 style) of ``split`` in both languages, joined on the image."""
+    kind = captions.filter(
+        pc.and_(pc.equal(captions.column("kind"), "translation"), pc.equal(captions.column("split"), split))
+    )
+    by_lang = {}
+    for lang in (src, tgt):
+        rows = kind.filter(pc.equal(kind.column("lang"), lang))
+        by_lang[lang] = dict(zip(rows.column("image_id").to_pylist(), rows.column("text").to_pylist(), strict=True))
+    images = [image_id for image_id in by_lang[src] if image_id in by_lang[tgt]]
+    return Pairs([by_lang[src][i] for i in images], [by_lang[tgt][i] for i in images], images)
+
+
+def examples(text: TextPipeline, pairs: Pairs, store: FeatureStore | None) -> list[Example]:
+    """Training examples of ``pairs``: subword ids, and the image's row in ``store`` when one is given."""
+    sources, targets = text.encode_source(pairs.src), text.encode_target(pairs.tgt)
+    if sources.truncated or targets.truncated:
+        logger.warning("Truncated %d source and %d target sentences to %d subwords", sources.truncated,
+                       targets.truncated, text.config.max_len)  # fmt: skip
+    rows: list[int | None] = [None] * len(pairs.src)
+    if store is not None and pairs.image_ids is not None:
+        rows = [int(row) for row in store.rows(pairs.image_ids)]
+    return [Example(tuple(src), tuple(tgt), row) for src, tgt, row in zip(sources.ids, targets.ids, rows, strict=True)]

@@ -1,0 +1,271 @@
+"""The translation systems of a language pair, and every MT backend by name: one row each.
+
+For every direction of a pivot-target pair, :func:`pretrain` trains the regional model text-only on the
+parallel corpus (``pretrain.pt``); then two systems are trained from there, each in its own folder:
+
+- ``mmt-<src>-<tgt>``: backend ``mmt``, the regional MMT fine-tuned with region features (section 3.1);
+- ``mt-<src>-<tgt>``: the backend ``mt_system`` names: ``text-only`` (the same model fine-tuned on the
+  captions without images) or ``marian`` (transformers' MarianMTModel, held locally or trained here).
+
+Each folder records its backend in ``system.json``, so :func:`load_system` turns any system folder into a
+:class:`~mmt.translator_protocol.Translator` without guessing from its files.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from corpora.io import InputError, atomic_dir, file_sha256, write_json
+from features.store import FeatureStore
+from mmt.checkpoint import load_pretrained_into
+from mmt.marian import MarianSettings, MarianTranslator, train_marian
+from mmt.metrics import translation_scores
+from mmt.model import MMTConfig, MMTShape, RegionalMMT
+from mmt.pairs import DirectionData, Pairs, examples
+from mmt.text import SubwordConfig, TextPipeline
+from mmt.train import TrainConfig, fit
+from mmt.translator import MMTTranslator
+from mmt.translator_protocol import Translator
+from settings.checks import check, check_range
+from settings.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>}
+VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
+
+
+@dataclass(frozen=True)
+class SystemsConfig:
+    """The `mmt` section of params.yaml.
+
+    Attributes:
+        targets: Languages that get pivot<->target systems and synthesis (a subset of languages.targets).
+        text: Subword processing of every direction.
+        model: The regional model's architecture.
+        pretrain: Text-only training on the parallel corpus.
+        finetune: Training on the translation captions (with region features for the MMT).
+        beam: Beam width of the test translations.
+        mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
+        marian: The Marian backend's models.
+    """
+
+    targets: tuple[str, ...] = ("de",)
+    text: SubwordConfig = field(default_factory=SubwordConfig)
+    model: MMTConfig = field(default_factory=MMTConfig)
+    pretrain: TrainConfig = field(default_factory=TrainConfig)
+    finetune: TrainConfig = field(default_factory=TrainConfig)
+    beam: int = 5
+    mt_system: str = "text-only"
+    marian: MarianSettings = field(default_factory=MarianSettings)
+
+    def __post_init__(self) -> None:
+        check_range("beam", self.beam, 1, 64)
+        text_only = [name for name, backend in BACKENDS.items() if not backend.multimodal]
+        check(self.mt_system in text_only, "mt_system", self.mt_system, ", ".join(text_only))
+
+
+@dataclass(frozen=True)
+class SystemRequest:
+    """What training one system of one direction needs.
+
+    Attributes:
+        src: Source language.
+        tgt: Target language.
+        data: The direction's parallel corpus and translation captions.
+        config: The `mmt` settings.
+        out_dir: The system folder to write.
+        pretrained: The direction's text-only ``pretrain.pt`` (its folder holds the text pipeline).
+        store: FeatureStore folder of the caption images (the multimodal backend reads it).
+        mt_models: Folder of Marian models the user holds (``marian.local_dirs``).
+        seed: Seeds every random choice of the training.
+        runtime: Device and precision.
+    """
+
+    src: str
+    tgt: str
+    data: DirectionData
+    config: SystemsConfig
+    out_dir: Path
+    pretrained: Path
+    store: str
+    mt_models: Path
+    seed: int
+    runtime: Runtime
+
+
+@dataclass(frozen=True)
+class Backend:
+    multimodal: bool  # reads the image regions of each sentence
+    train: Callable[[SystemRequest], float | None]  # writes the system folder; the best validation score if any
+    load: Callable[[Path, FeatureStore | None, Runtime], Translator]
+    weights_file: Callable[[Path], Path]  # the file that identifies the trained weights
+
+
+def train_text_pipeline(data: DirectionData, config: SubwordConfig, *, src: str, tgt: str, out_dir: Path,
+                        seed: int) -> TextPipeline:  # fmt: skip
+    """Subword vocabularies from the pre-training corpus and the caption training text, saved in ``out_dir``."""
+    corpus, captions = data.corpus["train"], data.captions["train"]
+    return TextPipeline.train(corpus.src + captions.src, corpus.tgt + captions.tgt, src_lang=src, tgt_lang=tgt,
+                              config=config, out_dir=out_dir, seed=seed)  # fmt: skip
+
+
+def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, region_dim: int, seed: int,
+             runtime: Runtime) -> float:  # fmt: skip
+    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> ``pretrain.pt``."""
+    text = TextPipeline.load(model_dir)
+    torch.manual_seed(seed)
+    model = RegionalMMT(config.model, _shape(text, config, region_dim))
+    return fit_system(model, text, data.corpus["train"], data.corpus["val"], store=None, training=config.pretrain,
+                      seed=seed, runtime=runtime, checkpoint=model_dir / "pretrain.pt",
+                      name=f"pretrain {model_dir.name}")  # fmt: skip
+
+
+def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs, *, store: FeatureStore | None,
+               training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str) -> float:  # fmt: skip
+    """Train on ``train``, early-stopping on greedy BLEU of ``val``; the best weights end in ``checkpoint``."""
+    device = runtime.torch_device()
+    translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
+
+    def report(record: dict[str, float]) -> None:
+        if "score" in record or record["step"] % 100 == 0:
+            logger.info("%s: %s", name, "  ".join(f"{key} {value:.4g}" for key, value in record.items()))
+
+    result = fit(model, examples(text, train, store), regions=store,
+                 evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1,
+                                         limit=VALIDATION_SENTENCES), config=training,
+                 seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
+                 progress=report)  # fmt: skip
+    logger.info("%s: best validation BLEU %.2f at step %d", name, result.best_score, result.best_step)
+    return result.best_score
+
+
+def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limit: int | None = None) -> float:
+    """BLEU (lowercased, tokenised) of ``translator`` on the first ``limit`` pairs."""
+    count = len(pairs.src) if limit is None else min(limit, len(pairs.src))
+    images = pairs.image_ids[:count] if pairs.image_ids is not None else None
+    hypotheses = translator.translate(pairs.src[:count], images, beam=beam)
+    score = translation_scores(hypotheses, pairs.tgt[:count], tgt_lang)["bleu"]
+    assert isinstance(score, float)
+    return score
+
+
+def _shape(text: TextPipeline, config: SystemsConfig, region_dim: int) -> MMTShape:
+    return MMTShape(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, region_dim=region_dim,
+                    max_len=config.text.max_len)  # fmt: skip
+
+
+def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
+    """Fine-tune the pre-trained model on the translation captions: with regions (the MMT; the visual
+    projection starts fresh) or without (the text-only MT system) -> ``<out_dir>/finetune.pt``."""
+    source = request.pretrained.parent
+    text = TextPipeline.load(source)
+    if request.out_dir != source:
+        text.save(request.out_dir)
+    store = FeatureStore.open(request.store)
+    torch.manual_seed(request.seed)
+    model = RegionalMMT(request.config.model, _shape(text, request.config, store.dim))
+    fresh = load_pretrained_into(model, request.pretrained)
+    logger.info("Fine-tuning %s from %s; newly initialised: %s", request.out_dir.name, request.pretrained, fresh)
+    captions = request.data.captions
+    return fit_system(model, text, captions["train"], captions["val"], store=store if multimodal else None,
+                      training=request.config.finetune, seed=request.seed, runtime=request.runtime,
+                      checkpoint=request.out_dir / "finetune.pt", name=f"finetune {request.out_dir.name}")  # fmt: skip
+
+
+def _train_marian(request: SystemRequest) -> None:
+    """A Marian model folder you hold (copied in) or one trained here on the corpus and the captions."""
+    data, marian = request.data, request.config.marian
+    pair = f"{request.src}-{request.tgt}"
+    if pair in marian.local_dirs:
+        source = request.mt_models / marian.local_dirs[pair]
+        MarianTranslator.from_local(source, device=torch.device("cpu"))  # fails fast on a wrong folder
+        with atomic_dir(request.out_dir) as tmp:
+            shutil.copytree(source, tmp, dirs_exist_ok=True)
+        logger.info("Using the Marian model %s for %s", source, pair)
+        return None
+    corpus, captions = data.corpus["train"], data.captions["train"]
+    logger.info("Training a Marian model for %s from scratch (%d pairs)", pair, len(corpus.src) + len(captions.src))
+    train_marian(corpus.src + captions.src, corpus.tgt + captions.tgt, out_dir=request.out_dir,
+                 src_lang=request.src, tgt_lang=request.tgt, config=marian.train,
+                 val=(data.captions["val"].src, data.captions["val"].tgt), device=request.runtime.torch_device(),
+                 seed=request.seed)  # fmt: skip
+    return None
+
+
+def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
+    return MMTTranslator.load(folder, "finetune.pt", regions=store, device=runtime.torch_device(),
+                              autocast=runtime.autocast())  # fmt: skip
+
+
+def _load_marian(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
+    return MarianTranslator.from_local(folder, device=runtime.torch_device())
+
+
+def _marian_weights(folder: Path) -> Path:
+    return folder / "model.safetensors" if (folder / "model.safetensors").is_file() else folder / "pytorch_model.bin"
+
+
+def _finetuned(folder: Path) -> Path:
+    return folder / "finetune.pt"
+
+
+BACKENDS: dict[str, Backend] = {
+    # the regional Bi-LSTM MMT of Huang et al. 2020 (section 3.1), reading each sentence's image regions
+    "mmt": Backend(True, functools.partial(_train_regional, multimodal=True), _load_regional, _finetuned),
+    # the same model fine-tuned on the caption text alone (the paper's text-only MT rows)
+    "text-only": Backend(False, functools.partial(_train_regional, multimodal=False), _load_regional, _finetuned),
+    # transformers' MarianMTModel: an OPUS-MT folder you hold, or a small one trained here
+    "marian": Backend(False, _train_marian, _load_marian, _marian_weights),
+}
+
+
+def train_system(backend: str, request: SystemRequest) -> float | None:
+    """Train the system of ``backend`` into ``request.out_dir`` and record the backend there."""
+    score = BACKENDS[backend].train(request)
+    write_json(request.out_dir / SYSTEM_FILE, {"backend": backend})
+    return score
+
+
+def system_backend(folder: Path) -> Backend:
+    """The backend that trained the system in ``folder`` (from its ``system.json``)."""
+    path = folder / SYSTEM_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: not found; {folder} is not a trained system (run the train_mmt stage)")
+    name = json.loads(path.read_text(encoding="utf-8")).get("backend")
+    if name not in BACKENDS:
+        raise InputError(f"{path}: unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    return BACKENDS[name]
+
+
+@functools.lru_cache(maxsize=4)
+def load_system(folder: str, store: str | None, runtime: Runtime) -> Translator:
+    """The trained system in ``folder`` as a Translator (with the regions of ``store`` when it is
+    multimodal); loaded once per process, so the shards of a synthesis pass share it."""
+    backend = system_backend(Path(folder))
+    if backend.multimodal and store is None:
+        raise InputError(f"{folder}: a multimodal system needs the region features of its images")
+    regions = FeatureStore.open(store) if backend.multimodal and store is not None else None
+    return backend.load(Path(folder), regions, runtime)
+
+
+def system_sha256(folder: str) -> str:
+    """Hash of a system's weights (synthesis shards are keyed on it: a retrained system never reuses them)."""
+    return file_sha256(system_backend(Path(folder)).weights_file(Path(folder)))
+
+
+def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int,
+                    runtime: Runtime) -> dict[str, object]:  # fmt: skip
+    """BLEU (both conventions), chrF and the METEOR note of the system in ``folder`` on ``test``."""
+    system = load_system(folder, store, runtime)
+    hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
+    scores = translation_scores(hypotheses, test.tgt, tgt)
+    return {**scores, "test_sentences": len(test.src), "beam": beam}

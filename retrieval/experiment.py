@@ -1,0 +1,243 @@
+"""One retrieval run from the caption tables: read, build the vocabulary, train, save; test; translate-search.
+
+``RetrievalConfig`` is the `retrieval` section of params.yaml. :func:`train_model` trains one model on one
+caption variant (human + synthesized captions) and writes ``model.pt``; :func:`test_model` scores a saved
+model on the test split's human captions, per language; :func:`translate_search` scores queries translated
+into the pivot language first (Table 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import torch
+
+from corpora.io import InputError
+from features.store import FeatureStore
+from retrieval.checkpoint import LoadedModel, save_retrieval
+from retrieval.data import Caption, CaptionSet, encode_captions
+from retrieval.encoders import WordEmbedding
+from retrieval.evaluation import Metrics
+from retrieval.inference import EvaluationConfig, evaluate
+from retrieval.losses import RankingLoss
+from retrieval.registry import MODELS, build_model, make_config
+from retrieval.train import FitResult, TrainConfig, fit
+from retrieval.vocab import VocabConfig, Vocabulary
+from settings.checks import SettingError, check_not_empty
+from settings.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+CAPTION_COLUMNS = ["caption_id", "image_id", "split", "lang", "text", "origin", "kind"]
+Translate = Callable[[list[str]], list[str]]  # query texts -> their translations, one each
+
+
+@dataclass(frozen=True)
+class TranslateSearchConfig:
+    languages: tuple[str, ...] = ()  # queries in these languages are translated to the pivot by the MT system
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The `retrieval` section of params.yaml.
+
+    Attributes:
+        models: Registry names; every model x variant is one training run.
+        variants: Caption variants (`augment`'s output): none, mt_f, mt_fb, mmt_f, mmt_fb.
+        languages: Caption languages trained on and evaluated.
+        train_kinds: Human caption kinds used for training (comparable: Multi30K task 2 style).
+        configs: Model -> its config dataclass (fields not set keep the paper's defaults).
+        vocab: The word vocabulary.
+        objective: The ranking loss.
+        train: The schedule.
+        evaluation: How validation and test splits are scored.
+        translate_search: Table 5's translated queries.
+    """
+
+    models: tuple[str, ...] = ("san",)
+    variants: tuple[str, ...] = ("none",)
+    languages: tuple[str, ...] = ("en",)
+    train_kinds: tuple[str, ...] = ("comparable",)
+    configs: dict[str, Any] = field(default_factory=dict)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    objective: RankingLoss = field(default_factory=RankingLoss)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    translate_search: TranslateSearchConfig = field(default_factory=TranslateSearchConfig)
+
+    def __post_init__(self) -> None:
+        check_not_empty("models", self.models, "model")
+        for index, name in enumerate(self.models):
+            if name not in MODELS:
+                raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {', '.join(MODELS)}")
+        check_not_empty("variants", self.variants, "variant")
+        check_not_empty("languages", self.languages, "language")
+        for index, kind in enumerate(self.train_kinds):
+            if kind not in ("comparable", "translation"):
+                raise SettingError(f"train_kinds[{index}]", f"got {kind!r}, allowed: comparable, translation")
+        typed = {}
+        for name, values in self.configs.items():
+            if name not in MODELS:
+                raise SettingError(f"configs.{name}", f"unknown model; known: {', '.join(MODELS)}")
+            if not isinstance(values, Mapping) and not isinstance(values, MODELS[name].config_type):
+                raise SettingError(f"configs.{name}", f"expected a mapping of settings, got {values!r}")
+            built = isinstance(values, MODELS[name].config_type)
+            typed[name] = values if built else make_config(name, values, path=f"configs.{name}")
+        object.__setattr__(self, "configs", typed)
+        for lang in self.vocab.fasttext:
+            if lang not in self.languages:
+                raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")
+
+    def model_config(self, name: str) -> Any:
+        """The config dataclass of model ``name``: the configured one, or the paper's defaults."""
+        return self.configs[name] if name in self.configs else make_config(name, {})
+
+
+def read_captions(path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None,
+                  human_only: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """Rows of the captions table at ``path`` in ``split`` and ``languages`` (and ``kinds``; human only)."""
+    if not path.is_file():
+        raise InputError(f"{path}: captions table not found")
+    table = pq.read_table(path, columns=CAPTION_COLUMNS)
+    keep = pc.and_(pc.equal(table["split"], split), pc.is_in(table["lang"], value_set=_strings(languages)))
+    if kinds is not None:
+        keep = pc.and_(keep, pc.is_in(table["kind"], value_set=_strings(kinds)))
+    if human_only:
+        keep = pc.and_(keep, pc.equal(table["origin"], "human"))
+    return table.filter(keep).to_pylist()  # type: ignore[no-any-return]
+
+
+def _strings(values: Sequence[str]) -> pa.Array:
+    return pa.array(list(values), pa.string())
+
+
+def evaluation_captions(rows: list[dict[str, Any]], lang: str, *, source: str) -> list[Caption]:
+    """A language's human captions for evaluation: the comparable ones (5 per image) when there are any, else
+    the translation ones (Multi30K fr/cs have only those)."""
+    own = [row for row in rows if row["lang"] == lang]
+    if not own:
+        raise InputError(f"{source}: no {lang!r} captions; drop {lang} from retrieval.languages or add captions")
+    comparable = [row for row in own if row["kind"] == "comparable"]
+    return [as_caption(row) for row in (comparable or own)]
+
+
+def as_caption(row: dict[str, Any]) -> Caption:
+    return Caption(row["caption_id"], row["image_id"], row["lang"], row["text"], row["origin"])
+
+
+def train_model(
+    config: RetrievalConfig, name: str, captions_path: Path, store_path: Path, word_vectors: Path, out_dir: Path, *,
+    seed: int, runtime: Runtime, on_epoch: Callable[[dict[str, object]], None] | None = None,
+) -> FitResult:  # fmt: skip
+    """Train model ``name`` on the variant at ``captions_path``; write ``out_dir/model.pt``."""
+    store = FeatureStore.open(store_path)
+    rows = read_captions(captions_path, split="train", languages=config.languages, kinds=None, human_only=False)
+    rows = [row for row in rows if row["origin"] != "human" or row["kind"] in config.train_kinds]
+    vocab = Vocabulary.build(((row["lang"], row["text"]) for row in rows), config.languages,
+                             min_count=config.vocab.min_count)  # fmt: skip
+    max_len = config.vocab.max_len
+    train = encode_captions([as_caption(row) for row in rows], vocab, store.row_index, max_len=max_len,
+                            source=f"{captions_path} (train)")  # fmt: skip
+    validation = _validation_sets(config, captions_path, vocab, store.row_index, train.type_names)
+    model_config = config.model_config(name)
+    torch.manual_seed(seed)
+    model = build_model(name, model_config, vocab_size=len(vocab), languages=len(config.languages),
+                        region_dim=store.dim)  # fmt: skip
+    load_word_vectors(model, vocab, config.vocab.fasttext, word_vectors)
+    loss = config.objective.for_model(model.default_loss)
+    try:
+        weights = loss.type_weights(train.type_names)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    logger.info("%s: %d training captions (%s), %d words, %d images in the store; loss %s, beta %s", name,
+                len(train), ", ".join(train.type_names), len(vocab), len(store), loss.kind,
+                dict(zip(train.type_names, weights, strict=True)))  # fmt: skip
+    result = fit(model, train, validation, store, loss=loss, type_weights=torch.tensor(weights), config=config.train,
+                 seed=seed, device=runtime.torch_device(), autocast=runtime.autocast(),
+                 eval_batch_size=config.evaluation.batch_size, on_epoch=on_epoch)  # fmt: skip
+    extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": result.history,
+             "store": str(store_path), "store_meta": store.meta, "loss": loss.kind}  # fmt: skip
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_retrieval(out_dir / "model.pt", model, config=model_config, vocab=vocab, type_names=train.type_names,
+                   type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip
+    return result
+
+
+def _validation_sets(config: RetrievalConfig, captions_path: Path, vocab: Vocabulary, image_rows: Mapping[str, int],
+                     type_names: tuple[str, ...]) -> dict[str, CaptionSet]:  # fmt: skip
+    rows = read_captions(captions_path, split="val", languages=config.languages, kinds=None, human_only=True)
+    kept = set(list(dict.fromkeys(row["image_id"] for row in rows))[: config.evaluation.val_images])
+    rows = [row for row in rows if row["image_id"] in kept]
+    source = f"{captions_path} (val)"
+    return {lang: encode_captions(evaluation_captions(rows, lang, source=source), vocab, image_rows,
+                                  max_len=config.vocab.max_len, source=source, type_names=type_names)
+            for lang in config.languages}  # fmt: skip
+
+
+def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str, str], folder: Path) -> None:
+    """FastText vectors into every word table of ``model``, for the languages ``files`` names."""
+    if not files:
+        return
+    tables = [module for module in model.modules() if isinstance(module, WordEmbedding) and module.num_embeddings > 1]
+    if not tables:
+        raise InputError(f"retrieval.vocab.fasttext is set, but model {type(model).__name__} has no word embedding")
+    for lang, name in files.items():
+        for table in tables:
+            found = table.load_vectors(vocab.words_of(lang), folder / name)
+        logger.info("%s: %d of %d words found in %s", lang, found, len(vocab.words_of(lang)), folder / name)
+
+
+def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureStore, evaluation: EvaluationConfig, *,
+               source: str, runtime: Runtime) -> dict[str, Any]:  # fmt: skip
+    """Test R@K per language of the model (``rows``: the test split's human captions)."""
+    metrics: dict[str, Any] = {}
+    for lang in loaded.vocab.languages:
+        captions = _test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
+        result = evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
+                          batch_size=evaluation.batch_size, autocast=runtime.autocast())  # fmt: skip
+        metrics[lang] = rounded(result)
+    return metrics
+
+
+def _test_set(loaded: LoadedModel, captions: list[Caption], store: FeatureStore, source: str) -> CaptionSet:
+    # Test captions are human ones; their language type may be absent from training (e.g. de-human when the
+    # model was trained on en and synthesized de only), so they get their own type list.
+    return encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source=source)
+
+
+def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str, pivot: str, store: FeatureStore,
+                     translate: Translate, evaluation: EvaluationConfig, *, source: str,
+                     runtime: Runtime) -> dict[str, Any]:  # fmt: skip
+    """Table 5: ``lang`` test queries translated to ``pivot`` by ``translate``, searched in ``pivot``."""
+    queries = evaluation_captions(rows, lang, source=source)
+    translated = translate([caption.text for caption in queries])
+    # An empty translation stays a query (of unknown words only) so that every query is still counted.
+    as_pivot = [Caption(c.caption_id, c.image_id, pivot, text or "<unk>", "mt")
+                for c, text in zip(queries, translated, strict=True)]  # fmt: skip
+    captions = _test_set(loaded, as_pivot, store, source)
+    return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
+                            batch_size=evaluation.batch_size, autocast=runtime.autocast()))  # fmt: skip
+
+
+def rounded(metrics: Metrics) -> dict[str, Any]:
+    """Values to 4 decimals, so the metrics files do not carry float noise such as 88.60000000000001."""
+
+    def round_value(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: round_value(inner) for key, inner in value.items()}
+        return round(value, 4) if isinstance(value, float) else value
+
+    return {key: round_value(value) for key, value in metrics.items()}
+
+
+def flat_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """One language's metrics as one row: i2t_r1 .. t2i_r10, rsum, mr."""
+    recalls = {f"{direction}_r{k}": metrics[direction][f"r{k}"] for direction in ("i2t", "t2i") for k in (1, 5, 10)}
+    return recalls | {"rsum": metrics["rsum"], "mr": metrics["mr"]}
