@@ -1,11 +1,12 @@
-# One command each: `make demo` (install + run the pipeline), `make test` (install + lint + run the tests).
+# One command each: `make demo` (install + run the pipeline), `make test` (install + lint + run the tests);
+# `make test-fast` runs the fast tests alone.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test lint clean-venv
+.PHONY: install demo test test-fast lint clean-venv
 
 install: $(STAMP)
 
@@ -23,9 +24,13 @@ demo: $(STAMP)
 test: lint
 	PATH="$(BIN):$$PATH" python -m pytest
 
+# The unit, params and architecture tests only: no Prefect flows, no DVC stages, no slow end-to-end runs.
+test-fast: $(STAMP)
+	PATH="$(BIN):$$PATH" python -m pytest -m "not slow and not flow"
+
 lint: $(STAMP)
-	$(BIN)/ruff check corpora features mmt retrieval tasks flows tests bench
-	$(BIN)/ruff format --check corpora features mmt retrieval tasks flows tests bench
+	$(BIN)/ruff check settings corpora features mmt retrieval tasks flows tests bench
+	$(BIN)/ruff format --check settings corpora features mmt retrieval tasks flows tests bench
 	$(BIN)/mypy
 
 clean-venv:
