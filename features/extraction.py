@@ -13,7 +13,7 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -173,6 +173,27 @@ def extract_shard(
                 writer.write(job.image_id, result, width=image.shape[1], height=image.shape[0])
                 regions += len(result.features)
     return ShardReport(shard.index, len(shard.jobs), regions, time.perf_counter() - started, tuple(bad))
+
+
+def extract_into_ledger(
+    ledger: ShardLedger,
+    shard: Shard,
+    extractor: Callable[[], RegionExtractor],
+    *,
+    batch_size: int,
+    on_bad_image: OnBadImage,
+    checkpoint_sha256: str | None,
+    config: Mapping[str, Any],
+) -> ShardReport:
+    """Extract ``shard`` into ``ledger`` and record it, unless a killed run already finished it (then its receipt
+    gives the report and ``extractor``, a factory, is never called: no weights are loaded for nothing)."""
+    if shard in ledger.finished([shard]):
+        return ledger.report(shard)
+    report = extract_shard(shard, extractor(), out_dir=ledger.shard_dir(shard), batch_size=batch_size,
+                           on_bad_image=on_bad_image, checkpoint_sha256=checkpoint_sha256, config=config)  # fmt: skip
+    if report.written:
+        ledger.record(shard, report)
+    return report
 
 
 def _load_images(jobs: Sequence[ImageJob]) -> tuple[list[np.ndarray | None], list[tuple[str, str]]]:

@@ -82,15 +82,17 @@ class RetrievalConfig:
         for index, kind in enumerate(self.train_kinds):
             if kind not in ("comparable", "translation"):
                 raise SettingError(f"train_kinds[{index}]", f"got {kind!r}, allowed: comparable, translation")
-        typed = {}
+        typed: dict[str, Any] = {}
         for name, values in self.configs.items():
             if name not in MODELS:
                 raise SettingError(f"configs.{name}", f"unknown model; known: {', '.join(MODELS)}")
-            if not isinstance(values, Mapping) and not isinstance(values, MODELS[name].config_type):
+            if isinstance(values, MODELS[name].config_type):  # built already (Prefect re-validates flow parameters)
+                typed[name] = values
+            elif isinstance(values, Mapping):
+                typed[name] = make_config(name, values, path=f"configs.{name}")
+            else:
                 raise SettingError(f"configs.{name}", f"expected a mapping of settings, got {values!r}")
-            built = isinstance(values, MODELS[name].config_type)
-            typed[name] = values if built else make_config(name, values, path=f"configs.{name}")
-        object.__setattr__(self, "configs", typed)
+        object.__setattr__(self, "configs", typed)  # frozen: the typed configs replace the mappings once, here
         for lang in self.vocab.fasttext:
             if lang not in self.languages:
                 raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")

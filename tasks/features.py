@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from corpora.io import InputError
 from corpora.tables import read_images
-from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_shard
+from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_into_ledger
 from features.extractors import (
     EXTRACTORS,
     ExtractionInputs,
@@ -74,21 +74,9 @@ def extract_shard_task(
     config: dict[str, object],
 ) -> ShardReport:
     """Extract one shard into the ledger (skipped if a killed run already finished it)."""
-    ledger = ShardLedger(ledger_root, fingerprint)
-    if shard in ledger.finished([shard]):
-        return ledger.report(shard)
-    report = extract_shard(
-        shard,
-        build_extractor(spec),
-        out_dir=ledger.shard_dir(shard),
-        batch_size=batch_size,
-        on_bad_image=on_bad_image,
-        checkpoint_sha256=checkpoint_sha256,
-        config=config,
-    )
-    if report.written:
-        ledger.record(shard, report)
-    return report
+    return extract_into_ledger(ShardLedger(ledger_root, fingerprint), shard, lambda: build_extractor(spec),
+                               batch_size=batch_size, on_bad_image=on_bad_image, checkpoint_sha256=checkpoint_sha256,
+                               config=config)  # fmt: skip
 
 
 def run_shards(

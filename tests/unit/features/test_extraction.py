@@ -13,7 +13,7 @@ from features.extraction import (
     ImageJob,
     ShardLedger,
     assemble,
-    extract_shard,
+    extract_into_ledger,
     fingerprint,
     plan_shards,
 )
@@ -65,19 +65,33 @@ def run_all(tmp_path: Path, jobs: list[ImageJob], on_bad_image: str = "fail") ->
     ledger = ShardLedger(tmp_path / "work", "f" * 64)
     reports = []
     for shard in shards:
-        report = extract_shard(
-            shard,
-            MeanColourExtractor(),
-            out_dir=ledger.shard_dir(shard),
-            batch_size=2,
-            on_bad_image=on_bad_image,
-            checkpoint_sha256=None,
-            config={},
-        )  # type: ignore[arg-type]
-        if report.written:
-            ledger.record(shard, report)
+        report = extract_into_ledger(ledger, shard, MeanColourExtractor, batch_size=2, on_bad_image=on_bad_image,
+                                     checkpoint_sha256=None, config={})  # type: ignore[arg-type]  # fmt: skip
         reports.append(report)
     return ledger, reports
+
+
+def test_a_finished_shard_is_never_extracted_again(tmp_path: Path) -> None:
+    """A rerun after a kill takes finished shards from their receipts and loads no extractor for them."""
+    jobs = make_jobs(tmp_path, 3)
+    ledger, first = run_all(tmp_path, jobs)
+    built: list[str] = []
+
+    def counting() -> MeanColourExtractor:
+        built.append("extractor")
+        return MeanColourExtractor()
+
+    shards = plan_shards(jobs, 2)
+    again = [extract_into_ledger(ledger, shard, counting, batch_size=2, on_bad_image="fail", checkpoint_sha256=None,
+                                 config={}) for shard in shards]  # fmt: skip
+    assert built == [] and [(r.shard, r.images, r.regions) for r in again] == [
+        (r.shard, r.images, r.regions) for r in first
+    ]
+    (ledger.root / "done" / f"{shards[1].name}.json").unlink()  # killed before its receipt: extracted again
+    extract_into_ledger(
+        ledger, shards[1], counting, batch_size=2, on_bad_image="fail", checkpoint_sha256=None, config={}
+    )
+    assert built == ["extractor"]
 
 
 def test_shards_assemble_into_the_expected_store(tmp_path: Path) -> None:
