@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -48,10 +49,23 @@ def run_stage(
 ) -> Result:
     """Parse ``argv``, load params and run ``body``; bad params or input end the process with the message alone."""
     args = parser.parse_args(argv)
+    _show_library_progress()
     try:
         return body(args, load_params(args.params))
     except (ParamsError, InputError) as error:
         _fail(parser.prog, error)
+
+
+def _show_library_progress() -> None:
+    """The library's INFO records (training progress, reuse of earlier work) on the console and in the Prefect UI.
+
+    Prefect attaches its handlers to the loggers pyproject.toml names (``logging.extra_loggers``) but leaves their
+    level at the root's WARNING.
+    """
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
+
+    for name in PREFECT_LOGGING_EXTRA_LOGGERS.value():
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def _fail(prog: str, error: Exception) -> NoReturn:

@@ -75,7 +75,8 @@ def bleu_corpus_tokenized(hyps_tok: Sequence[str], refs_tok: Sequence[str]) -> f
     _check_counts(hyps_tok, refs_tok)
     hyps = [_unescape(text) for text in hyps_tok]
     refs = [_unescape(text) for text in refs_tok]
-    return BLEU(tokenize="none", lowercase=True).corpus_score(hyps, [refs]).score
+    # force: the text is tokenised on purpose here (sacreBLEU would warn about every such call otherwise)
+    return BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hyps, [refs]).score
 
 
 def _scoring_tokens(text: str, lang: str) -> str:

@@ -97,3 +97,17 @@ def test_every_package_is_checked() -> None:
     packages = {path.parent.name for path in REPO.glob("*/__init__.py")} - {"tests", "bench"}
     assert packages == set(PROJECT)
     assert set(FORBIDDEN) == set(PROJECT) - {"flows"}
+
+
+def test_library_logs_reach_the_console_and_the_prefect_ui() -> None:
+    """pyproject.toml hands every library package's logger to Prefect, and stages lower them to INFO, so training
+    progress logged by the library shows in `dvc repro` output and in the flow run's logs."""
+    import logging
+
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
+
+    from flows.stage import _show_library_progress
+
+    assert set(PREFECT_LOGGING_EXTRA_LOGGERS.value()) == {"settings", *LIBRARY}
+    _show_library_progress()
+    assert all(logging.getLogger(f"{name}.module").getEffectiveLevel() == logging.INFO for name in LIBRARY)
