@@ -60,11 +60,11 @@ def read_corpus(
     """Images and human captions of the dataset at ``source``, read by the adapter ``format``.
 
     Raises:
-        KeyError: an unknown format (the known ones are listed).
+        ValueError: an unknown format (the known ones are listed).
         TypeError: ``config`` is not the adapter's config dataclass.
     """
     if format not in ADAPTERS:
-        raise KeyError(f"unknown dataset format {format!r}; known: {', '.join(ADAPTERS)}")
+        raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(ADAPTERS)}")
     adapter = ADAPTERS[format]
     if not isinstance(config, adapter.config_type):
         raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")

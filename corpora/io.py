@@ -73,6 +73,13 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def file_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """(modification time in ns, size, inode) of a file: changes whenever the file is rewritten or replaced,
+    without reading it (in-process caches of loaded weights are keyed on it)."""
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
 def write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write UTF-8 text atomically; a ``.gz`` suffix writes gzip with a fixed mtime (reproducible bytes)."""
     target = Path(path)

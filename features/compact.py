@@ -283,13 +283,18 @@ def weights_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def _content_sha256(path: Path) -> str | None:
+    """The file's hash; None for a missing file (training skips it, and the extraction pass reports it)."""
+    return file_sha256(path) if path.is_file() else None
+
+
 def encoder_for(
     images: pa.Table, images_root: Path, boxes: GivenBoxes, preset: CompactPreset, *, seed: int, work: Path
 ) -> Path:
     """The encoder trained on the train split's labelled boxes of ``images``, saved under ``work``.
 
-    The file is named by a fingerprint of everything that determines it (preset, seed, boxes, train images),
-    so a rerun with the same inputs reuses it and a changed input trains a new one.
+    The file is named by a fingerprint of everything that determines it (preset, seed, boxes, the train images'
+    ids and bytes), so a rerun with the same inputs reuses it and a changed input trains a new one.
 
     Raises:
         InputError: the boxes carry no ``label``/``attributes`` to train on.
@@ -297,10 +302,11 @@ def encoder_for(
     train = images.filter(pc.equal(images.column("split"), "train"))
     if boxes.labels is None or boxes.attributes is None:
         raise InputError(f"{boxes.source}: the compact encoder trains on `label` and `attributes` columns; none found")
-    training = {**asdict(preset.training), "seed": seed}  # the key of earlier runs, which kept the seed here
+    training = {**asdict(preset.training), "seed": seed}
+    pixels = [_content_sha256(images_root / path) for path in train.column("path").to_pylist()]
     key = hashlib.sha256(
         json.dumps(
-            [asdict(preset.encoder), training, file_sha256(boxes.source), train.column("image_id").to_pylist()]
+            [asdict(preset.encoder), training, file_sha256(boxes.source), train.column("image_id").to_pylist(), pixels]
         ).encode()
     ).hexdigest()[:16]
     checkpoint = work / "compact" / f"encoder-{key}.pt"

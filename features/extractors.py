@@ -15,7 +15,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from corpora.io import file_sha256
+from corpora.io import InputError, file_sha256, file_stamp
 from features.boxes import read_given_boxes
 from features.butd_extractor import BUTDExtractor, BUTDSettings
 from features.checkpoints import load_detector
@@ -44,7 +44,7 @@ class FeaturesConfig:
     """
 
     extractor: str = "compact"
-    regions: RegionConfig = field(default_factory=RegionConfig)
+    regions: RegionConfig = field(default_factory=lambda: RegionConfig(mode="given"))  # what compact needs
     shard_size: int = 200
     batch_size: int = 16
     on_bad_image: Literal["fail", "skip"] = "fail"
@@ -140,6 +140,10 @@ def _butd_check(config: FeaturesConfig) -> None:
 def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
     splits = config.imported.scan_splits
     pairs = list(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
+    unlisted = sorted({split for _, split in pairs} - set(splits))
+    if unlisted:  # their images would be left out of the store, and every later stage would miss them
+        raise InputError(f"imported.scan_splits: no file stem for the {', '.join(unlisted)} split of the prepared "
+                         f"images; add `{unlisted[0]}: <stem>` for {inputs}/<stem>_ims.npy")  # fmt: skip
     ids_by_split = {split: [image_id for image_id, of in pairs if of == split] for split in splits}
     import_scan_splits(inputs, splits, ids_by_split, out)
 
@@ -181,12 +185,21 @@ EXTRACTORS: dict[str, NetworkExtractor | FeatureImporter] = {
 }
 
 
-@functools.lru_cache(maxsize=2)
 def build_extractor(spec: ExtractorSpec) -> RegionExtractor:
-    """The extractor of ``spec``; cached so a worker process loads the weights once per run."""
+    """The extractor of ``spec``; a worker process loads the weights once per run, and again when the
+    weights file is rewritten."""
     entry = EXTRACTORS[spec.name]
     if not isinstance(entry, NetworkExtractor):
         raise TypeError(f"{spec.name} imports features; it has no network to build")
+    if not Path(spec.weights).is_file():
+        raise InputError(f"{spec.weights}: not found; extractor {spec.name} needs this weights file")
+    return _build_extractor(spec, file_stamp(spec.weights))
+
+
+@functools.lru_cache(maxsize=2)
+def _build_extractor(spec: ExtractorSpec, weights_stamp: tuple[int, int, int]) -> RegionExtractor:
+    entry = EXTRACTORS[spec.name]
+    assert isinstance(entry, NetworkExtractor)
     return entry.build(spec)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from corpora.io import InputError, atomic_dir, file_sha256, write_json
+from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, write_json
 from features.store import FeatureStore
 from mmt.checkpoint import load_pretrained_into
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
@@ -246,10 +246,19 @@ def system_backend(folder: Path) -> Backend:
     return BACKENDS[name]
 
 
-@functools.lru_cache(maxsize=4)
 def load_system(folder: str, store: str | None, runtime: Runtime) -> Translator:
     """The trained system in ``folder`` as a Translator (with the regions of ``store`` when it is
-    multimodal); loaded once per process, so the shards of a synthesis pass share it."""
+    multimodal); loaded once per process while its weights file is unchanged, so the shards of a synthesis
+    pass share it and a system retrained in the same process is loaded afresh."""
+    backend = system_backend(Path(folder))
+    weights = backend.weights_file(Path(folder))
+    if not weights.is_file():
+        raise InputError(f"{weights}: not found; the system in {folder} is incomplete (rerun the train_mmt stage)")
+    return _load_system(folder, store, runtime, file_stamp(weights))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_system(folder: str, store: str | None, runtime: Runtime, weights_stamp: tuple[int, int, int]) -> Translator:
     backend = system_backend(Path(folder))
     if backend.multimodal and store is None:
         raise InputError(f"{folder}: a multimodal system needs the region features of its images")

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from retrieval.encoders import RNNKind, TextEncoder, l2norm, masked_mean, masked_softmax
 from retrieval.model import Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check, check_choice, check_fraction, check_positive
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,13 @@ class DANConfig:
     bidirectional: bool = True
     dropout: float = 0.0
     normalize: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive("word_dim", self.word_dim)
+        check_positive("hidden", self.hidden)
+        check(self.steps >= 0, "steps", self.steps, "steps >= 0")
+        check_choice("rnn", self.rnn, RNNKind)
+        check_fraction("dropout", self.dropout, below_one=True)
 
 
 class VisualStep(nn.Module):

@@ -220,8 +220,10 @@ def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str,
     """Table 5: ``lang`` test queries translated to ``pivot`` by ``translate``, searched in ``pivot``."""
     queries = evaluation_captions(rows, lang, source=source)
     translated = translate([caption.text for caption in queries])
-    # An empty translation stays a query (of unknown words only) so that every query is still counted.
-    as_pivot = [Caption(c.caption_id, c.image_id, pivot, text or "<unk>", "mt")
+    if len(translated) != len(queries):
+        raise ValueError(f"translation to {pivot} returned {len(translated)} sentences for {len(queries)} queries")
+    # An empty (or blank) translation stays a query, of unknown words only, so that every query is still counted.
+    as_pivot = [Caption(c.caption_id, c.image_id, pivot, text.strip() or "<unk>", "mt")
                 for c, text in zip(queries, translated, strict=True)]  # fmt: skip
     captions = _test_set(loaded, as_pivot, store, source)
     return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,

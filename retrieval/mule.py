@@ -63,6 +63,7 @@ from torch import Tensor, nn
 from retrieval.encoders import RNNKind, TextEncoder, WordEmbedding, l2norm, masked_mean
 from retrieval.losses import mean_of, neighbourhood_loss, within_language_loss
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check, check_choice, check_fraction, check_positive
 
 # Inside the square root of EmbN's distances: keeps the gradient finite where two vectors coincide.
 
@@ -106,21 +107,12 @@ class MULEConfig:
     separate_lang_branch: bool = False
 
     def __post_init__(self) -> None:
-        if self.topk < 1:
-            raise ValueError(f"topk must be at least 1, got {self.topk}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        non_negative = {
-            "uni_align": self.uni_align,
-            "embed_align": self.embed_align,
-            "neighbourhood": self.neighbourhood,
-            "domain_adapt": self.domain_adapt,
-            "margin": self.margin,
-            "pretrain_epochs": self.pretrain_epochs,
-        }
-        negative = [name for name, value in non_negative.items() if value < 0]
-        if negative:
-            raise ValueError(f"{', '.join(negative)} must not be negative")
+        for name in ("word_dim", "mule_dim", "hidden", "embed_dim", "image_hidden", "topk"):
+            check_positive(name, getattr(self, name))
+        check_choice("rnn", self.rnn, RNNKind)
+        check_fraction("dropout", self.dropout, below_one=True)
+        for name in ("uni_align", "embed_align", "neighbourhood", "domain_adapt", "margin", "pretrain_epochs"):
+            check(getattr(self, name) >= 0, name, getattr(self, name), f"{name} >= 0")
 
 
 # --- distances and neighbourhood constraints ---------------------------------------------------------------

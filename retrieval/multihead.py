@@ -47,6 +47,7 @@ from torch import Tensor, nn
 
 from retrieval.encoders import ImageEncoderKind, RegionEncoder, RNNKind, TextEncoder, l2norm, masked_softmax
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check, check_choice, check_positive
 
 DiversityHinge = Literal["below_margin", "as_printed"]
 
@@ -80,6 +81,15 @@ class MultiHeadConfig:
     diversity_margin: float = 0.1
     diversity_weight: float = 1.0
     diversity_hinge: DiversityHinge = "below_margin"
+
+    def __post_init__(self) -> None:
+        for name in ("word_dim", "hidden", "heads", "attention_dim", "context_dim"):
+            check_positive(name, getattr(self, name))
+        check_choice("rnn", self.rnn, RNNKind)
+        check_choice("image_encoder", self.image_encoder, ImageEncoderKind)
+        check(self.diversity_margin >= 0, "diversity_margin", self.diversity_margin, "diversity_margin >= 0")
+        check(self.diversity_weight >= 0, "diversity_weight", self.diversity_weight, "diversity_weight >= 0")
+        check_choice("diversity_hinge", self.diversity_hinge, DiversityHinge)
 
 
 class ContextHeads(nn.Module):

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from retrieval.encoders import RNNKind, TextEncoder, WordEmbedding, l2norm, masked_mean
 from retrieval.losses import within_language_loss
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check, check_choice, check_fraction, check_positive
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,12 @@ class ParallelEmbNConfig:
     topk: int = 10
 
     def __post_init__(self) -> None:
-        if self.topk < 1:
-            raise ValueError(f"topk must be at least 1, got {self.topk}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.neighbourhood < 0 or self.margin < 0:
-            raise ValueError("neighbourhood and margin must not be negative")
+        for name in ("word_dim", "hidden", "embed_dim", "image_hidden", "topk"):
+            check_positive(name, getattr(self, name))
+        check_choice("rnn", self.rnn, RNNKind)
+        check_fraction("dropout", self.dropout, below_one=True)
+        for name in ("neighbourhood", "margin"):
+            check(getattr(self, name) >= 0, name, getattr(self, name), f"{name} >= 0")
 
 
 # Copied from retrieval.mule.ImageBranch

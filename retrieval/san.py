@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from retrieval.encoders import ImageEncoderKind, RegionEncoder, RNNKind, TextEncoder, l2norm, masked_softmax
 from retrieval.model import Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check_choice, check_positive
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class SANConfig:
     hidden: int = 512
     rnn: RNNKind = "lstm"
     image_encoder: ImageEncoderKind = "linear"
+
+    def __post_init__(self) -> None:
+        check_positive("word_dim", self.word_dim)
+        check_positive("hidden", self.hidden)
+        check_choice("rnn", self.rnn, RNNKind)
+        check_choice("image_encoder", self.image_encoder, ImageEncoderKind)
 
 
 class ContextAttention(nn.Module):

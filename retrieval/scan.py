@@ -18,8 +18,8 @@ chunk) with batched products; padded words and regions never contribute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Literal, NamedTuple, get_args
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,7 @@ from torch import Tensor
 
 from retrieval.encoders import EPS, ImageEncoderKind, RegionEncoder, RNNKind, TextEncoder, l2norm
 from retrieval.model import Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check_choice, check_positive
 
 Direction = Literal["t2i", "i2t"]
 Aggregation = Literal["lse", "mean"]
@@ -78,12 +79,9 @@ class SCANConfig:
             "raw_feature_norm": RawFeatureNorm,
         }
         for name, kind in choices.items():
-            if getattr(self, name) not in get_args(kind):
-                raise ValueError(f"{name}={getattr(self, name)!r}: expected one of {get_args(kind)}")
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if item.name not in choices and not isinstance(value, bool) and value <= 0:
-                raise ValueError(f"{item.name}={value!r} must be positive")
+            check_choice(name, getattr(self, name), kind)
+        for name in ("word_dim", "hidden", "lambda_lse", "lambda_softmax", "image_chunk", "caption_chunk"):
+            check_positive(name, getattr(self, name))
 
 
 class SCAN(RetrievalModel):

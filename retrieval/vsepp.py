@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from retrieval.encoders import TextEncoder, l2norm, masked_mean
 from retrieval.model import Embedded, ImageBatch, RetrievalModel, TextBatch
+from settings.checks import check_positive
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class VSEPPConfig:
 
     word_dim: int = 300
     hidden: int = 512
+
+    def __post_init__(self) -> None:
+        check_positive("word_dim", self.word_dim)
+        check_positive("hidden", self.hidden)
 
 
 def last_state(states: Tensor, lengths: Tensor) -> Tensor:

@@ -6,6 +6,8 @@ path of the dataclass, so an error in ``params.yaml`` reads ``mmt.pretrain.lr: g
 
 from __future__ import annotations
 
+from typing import Any, get_args
+
 
 class SettingError(ValueError):
     """A setting is invalid.
@@ -24,6 +26,13 @@ def check(ok: bool, key: str, value: object, allowed: str) -> None:
     """Raise ``SettingError(key, "got <value>, allowed: <allowed>")`` unless ``ok``."""
     if not ok:
         raise SettingError(key, f"got {value!r}, allowed: {allowed}")
+
+
+def check_choice(key: str, value: object, kind: Any) -> None:
+    """``value`` is one of the ``Literal`` type ``kind``'s values (build checks these from YAML already;
+    this catches a config constructed in code)."""
+    choices = get_args(kind)
+    check(value in choices, key, value, ", ".join(map(str, choices)))
 
 
 def check_range(key: str, value: float, low: float, high: float) -> None:

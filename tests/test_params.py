@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -194,8 +196,6 @@ def test_marian_settings_reach_its_own_config(tree: dict[str, Any]) -> None:
 
 def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
     """Every dataclass type that ``kind``'s field annotations name, recursively (through unions, tuples, dicts)."""
-    import dataclasses
-    import typing
 
     def visit(annotation: Any) -> None:
         if dataclasses.is_dataclass(annotation) and isinstance(annotation, type) and annotation not in seen:
@@ -221,6 +221,22 @@ def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> 
     assert owners <= {"settings", "corpora", "features", "mmt", "retrieval"}
     assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
             "MarianTrainConfig", "MMTConfig", "CompactTraining"} <= {kind.__name__ for kind in reachable}  # fmt: skip
+
+
+def test_every_library_config_with_defaults_is_valid_as_it_stands() -> None:
+    """A config built from its defaults (in code, or for keys a params file leaves out) passes its own checks."""
+    from flows.params import Params
+    from retrieval.registry import MODELS
+
+    configs = _dataclasses_reachable_from(Params, set()) | {entry.config_type for entry in MODELS.values()}
+
+    def has_defaults(field: dataclasses.Field[Any]) -> bool:
+        return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+
+    defaulted = [kind for kind in configs if all(map(has_defaults, dataclasses.fields(kind)))]
+    assert len(defaulted) >= 25
+    for kind in defaulted:
+        kind()
 
 
 def test_params_sections_are_library_configs(tree: dict[str, Any]) -> None:

@@ -18,7 +18,18 @@ from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
-CODE = ["settings", "corpora", "features", "mmt", "retrieval", "tasks", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"]
+CODE = [
+    "settings",
+    "corpora",
+    "features",
+    "mmt",
+    "retrieval",
+    "tasks",
+    "flows",
+    "dvc.yaml",
+    ".dvcignore",
+    "pyproject.toml",
+]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
 STAGES = ("generate", "prepare", "features", "train_mmt@de", "synthesize@de", "augment", "report")
 STAGES += tuple(f"train_retrieval@{model}-{variant}" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))

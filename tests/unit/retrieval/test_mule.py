@@ -23,6 +23,7 @@ from retrieval.mule import (
     reverse_gradient,
 )
 from retrieval.parallel_embn import ParallelEmbN, ParallelEmbNConfig
+from settings.checks import SettingError
 
 VOCAB, LANGUAGES, REGION_DIM = 30, 3, 6
 # Four images, two captions each, every image described in two languages (0/1, 2/0, 1/2, 0/1).
@@ -191,11 +192,13 @@ def test_mule_mean_embedding_ignores_padding() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ValueError, match="topk"):
+    with pytest.raises(SettingError, match=r"^topk: got 0, allowed: topk > 0$"):
         MULEConfig(topk=0)
-    with pytest.raises(ValueError, match="domain_adapt, pretrain_epochs"):
+    with pytest.raises(SettingError, match=r"^domain_adapt: got -1\.0, allowed: domain_adapt >= 0$"):
         MULEConfig(domain_adapt=-1.0, pretrain_epochs=-1)
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(SettingError, match=r"^rnn: got 'lstmm', allowed: lstm, gru$"):
+        MULEConfig(rnn="lstmm")  # type: ignore[arg-type]
+    with pytest.raises(SettingError, match=r"^dropout: got 1\.0, allowed: 0 <= dropout < 1$"):
         ParallelEmbNConfig(dropout=1.0)
 
 

@@ -1,0 +1,478 @@
+"""The sentence pairs of a direction, the MT backend registry and a tiny run of every backend: pre-training, the
+multimodal and the text-only systems, a Marian model, their system.json, loading, hashes and test scores."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from corpora import tables
+from corpora.io import InputError
+from corpora.prepared import Corpus
+from features.regions import ImageRegions
+from features.store import FeatureStore, FeatureStoreWriter
+from mmt.marian import MarianSettings, MarianTranslator
+from mmt.metrics import translation_scores
+from mmt.model import MMTConfig
+from mmt.pairs import DirectionData, Pairs, caption_pairs, direction_data, examples
+from mmt.systems import (
+    BACKENDS,
+    SYSTEM_FILE,
+    SystemRequest,
+    SystemsConfig,
+    bleu,
+    evaluate_system,
+    load_system,
+    pretrain,
+    system_backend,
+    system_sha256,
+    train_system,
+    train_text_pipeline,
+)
+from mmt.text import SubwordConfig, TextPipeline
+from mmt.train import TrainConfig
+from mmt.translator import MMTTranslator
+from mmt.translator_protocol import Translator
+from settings.checks import SettingError
+from settings.runtime import Runtime
+from tests.unit.mmt.test_marian import TINY as TINY_MARIAN
+
+CPU = Runtime("cpu")
+K, D = 2, 4
+COLOURS = {"red": "rotes", "blue": "blaues", "green": "grünes", "yellow": "gelbes"}
+SHAPES = {"circle": "Kreis", "square": "Quadrat", "star": "Stern"}
+PLACES = {"left": "links", "right": "rechts", "top": "oben"}
+SPLIT_SIZES = {"train": 24, "val": 4, "test": 4}
+
+
+def sentence(index: int) -> tuple[str, str]:
+    """An English sentence and its German translation, varied by ``index``."""
+    colour, shape, place = list(COLOURS)[index % 4], list(SHAPES)[(index // 4) % 3], list(PLACES)[(index // 12) % 3]
+    return f"A {colour} {shape} is on the {place}.", f"Ein {COLOURS[colour]} {SHAPES[shape]} ist {PLACES[place]}."
+
+
+def caption_corpus() -> Corpus:
+    """Images i00..i31 with en and de translation captions; i00 has no de one; every image also has an en
+    comparable caption (which the pairs must leave out). A parallel corpus en-de of 60/4/4 pairs."""
+    splits = [split for split, count in SPLIT_SIZES.items() for _ in range(count)]
+    ids = [f"i{index:02d}" for index in range(len(splits))]
+    images = tables.images_table(
+        {
+            "image_id": ids,
+            "split": splits,
+            "path": [f"{i}.png" for i in ids],
+            "width": [None] * len(ids),
+            "height": [None] * len(ids),
+            "dataset": ["toy"] * len(ids),
+        }
+    )
+    rows: list[tuple[str, str, str, str, str]] = []  # caption_id, image_id, split, lang, text
+    kinds: list[str] = []  # kind of each row
+    for index, (image_id, split) in enumerate(zip(ids, splits, strict=True)):
+        en, de = sentence(index)
+        rows.append((f"{image_id}#en#t", image_id, split, "en", en))
+        kinds.append("translation")
+        if index:
+            rows.append((f"{image_id}#de#t", image_id, split, "de", de))
+            kinds.append("translation")
+        rows.append((f"{image_id}#en#c", image_id, split, "en", f"There is a shape number {index}."))
+        kinds.append("comparable")
+    columns = {
+        name: [row[position] for row in rows]
+        for position, name in enumerate(("caption_id", "image_id", "split", "lang", "text"))
+    }
+    captions = tables.captions_table(
+        {
+            **columns,
+            "origin": ["human"] * len(rows),
+            "system": [None] * len(rows),
+            "hop": [0] * len(rows),
+            "parent_id": [None] * len(rows),
+            "kind": kinds,
+        },
+        images=images,
+    )
+    parallel_splits = ["train"] * 60 + ["val"] * 4 + ["test"] * 4
+    pairs = [sentence(index * 7 + 3) for index in range(len(parallel_splits))]
+    parallel = tables.parallel_table(
+        {"split": parallel_splits, "src": [en for en, _ in pairs], "tgt": [de for _, de in pairs]}
+    )
+    return Corpus(images, captions, {"en-de": parallel})
+
+
+def write_store(path: Path, image_ids: Sequence[str], seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    with FeatureStoreWriter(
+        path, image_ids=image_ids, max_regions=K, dim=D, extractor="test", checkpoint_sha256=None, config={}
+    ) as writer:
+        for image_id in image_ids:
+            regions = ImageRegions(rng.normal(size=(K, D)).astype(np.float32), np.zeros((K, 4), np.float32))
+            writer.write(image_id, regions, width=10, height=10)
+    return path
+
+
+# --- pairs ---------------------------------------------------------------------------------------------------
+
+
+def test_direction_data_orients_the_corpus() -> None:
+    """pivot->target reads src/tgt as stored; target->pivot swaps them; every split is there."""
+    corpus = caption_corpus()
+    table = corpus.parallel["en-de"]
+    forward = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
+    backward = direction_data(corpus, pivot="en", target="de", src="de", tgt="en")
+    assert set(forward.corpus) == set(forward.captions) == {"train", "val", "test"}
+    assert forward.corpus["train"].src == table["src"].to_pylist()[:60]
+    assert forward.corpus["test"].tgt == table["tgt"].to_pylist()[64:]
+    assert backward.corpus["val"] == Pairs(table["tgt"].to_pylist()[60:64], table["src"].to_pylist()[60:64])
+    assert forward.corpus["train"].image_ids is None
+    assert backward.captions["val"] == Pairs(
+        forward.captions["val"].tgt, forward.captions["val"].src, forward.captions["val"].image_ids
+    )
+
+
+def test_direction_data_needs_the_pairs_parallel_corpus() -> None:
+    with pytest.raises(InputError, match=r"^prepared tables: no parallel corpus en-fr\.parquet \(check paths"):
+        direction_data(caption_corpus(), pivot="en", target="fr", src="en", tgt="fr")
+
+
+def test_caption_pairs_join_translation_captions_on_the_image() -> None:
+    """Only translation captions of the split; images lacking either language are left out; source order."""
+    captions = caption_corpus().captions
+    train = caption_pairs(captions, "en", "de", "train")
+    assert train.image_ids == [f"i{index:02d}" for index in range(1, 24)]  # i00 has no de caption
+    assert (train.src[0], train.tgt[0]) == sentence(1)
+    test = caption_pairs(captions, "de", "en", "test")
+    assert test.image_ids == ["i28", "i29", "i30", "i31"]
+    assert list(zip(test.tgt, test.src, strict=True)) == [sentence(index) for index in range(28, 32)]
+    assert caption_pairs(captions, "en", "fr", "train") == Pairs([], [], [])
+
+
+# --- settings and the registry -------------------------------------------------------------------------------
+
+
+def test_backend_registry_rows() -> None:
+    assert list(BACKENDS) == ["mmt", "text-only", "marian"]
+    assert [backend.multimodal for backend in BACKENDS.values()] == [True, False, False]
+    folder = Path("/systems/x")
+    assert BACKENDS["mmt"].weights_file(folder) == BACKENDS["text-only"].weights_file(folder) == folder / "finetune.pt"
+
+
+def test_marian_weights_file_prefers_safetensors(tmp_path: Path) -> None:
+    assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "pytorch_model.bin"
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "model.safetensors"
+
+
+def test_mt_system_must_be_a_text_only_backend() -> None:
+    with pytest.raises(SettingError, match=r"^mt_system: got 'mmt', allowed: text-only, marian$"):
+        SystemsConfig(mt_system="mmt")
+    with pytest.raises(SettingError, match=r"^mt_system: got 'moses'"):
+        SystemsConfig(mt_system="moses")
+    assert SystemsConfig(mt_system="marian").mt_system == "marian"
+
+
+@pytest.mark.parametrize("beam", [0, 65])
+def test_beam_range(beam: int) -> None:
+    with pytest.raises(SettingError, match=rf"^beam: got {beam}, allowed: 1 to 64$"):
+        SystemsConfig(beam=beam)
+
+
+def test_system_backend_reads_system_json(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"system\.json: not found; .* is not a trained system"):
+        system_backend(tmp_path)
+    (tmp_path / SYSTEM_FILE).write_text(json.dumps({"backend": "moses"}))
+    with pytest.raises(InputError, match=r"system\.json: unknown backend 'moses'; known: mmt, text-only, marian$"):
+        system_backend(tmp_path)
+    (tmp_path / SYSTEM_FILE).write_text("{}")
+    with pytest.raises(InputError, match="unknown backend None"):
+        system_backend(tmp_path)
+    (tmp_path / SYSTEM_FILE).write_text(json.dumps({"backend": "marian"}))
+    assert system_backend(tmp_path) is BACKENDS["marian"]
+    with pytest.raises(InputError, match="not found"):
+        load_system(str(tmp_path / "nothing"), None, CPU)
+
+
+class EchoTranslator:
+    """Returns the reference of each sentence it knows, and records what it was asked."""
+
+    name = "echo"
+
+    def __init__(self, known: dict[str, str]) -> None:
+        self.known = known
+        self.calls: list[tuple[list[str], list[str] | None, int]] = []
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        beam: int = 5,
+        batch_size: int = 32,
+        max_len: int = 100,
+    ) -> list[str]:
+        self.calls.append((list(sentences), None if image_ids is None else list(image_ids), beam))
+        return [self.known.get(text, "nichts") for text in sentences]
+
+
+def test_bleu_scores_the_first_limit_pairs() -> None:
+    pairs = Pairs([sentence(i)[0] for i in range(4)], [sentence(i)[1] for i in range(4)], ["a", "b", "c", "d"])
+    perfect = EchoTranslator({sentence(i)[0]: sentence(i)[1] for i in range(2)})
+    assert isinstance(perfect, Translator)
+    assert bleu(perfect, pairs, tgt_lang="de", beam=3, limit=2) == pytest.approx(100.0)
+    assert perfect.calls == [(pairs.src[:2], ["a", "b"], 3)]
+    assert bleu(perfect, pairs, tgt_lang="de", beam=1) < 100.0  # pairs 3-4 are translated as "nichts"
+    text_only = dataclasses.replace(pairs, image_ids=None)
+    bleu(perfect, text_only, tgt_lang="de", beam=1, limit=10)
+    assert perfect.calls[-1] == (pairs.src, None, 1)
+
+
+# --- a tiny run of every backend -----------------------------------------------------------------------------
+
+CONFIG = SystemsConfig(
+    targets=("de",),
+    text=SubwordConfig(vocab_size=60, max_len=24),
+    model=MMTConfig(emb_dim=16, hidden=16, dropout=0.1),
+    pretrain=TrainConfig(epochs=1, batch_size=16, patience=1),
+    finetune=TrainConfig(epochs=2, batch_size=8, lr=1e-3, patience=2),
+    beam=2,
+    mt_system="text-only",
+    marian=MarianSettings(train=TINY_MARIAN),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    root: Path
+    data: DirectionData
+    store: Path
+    pretrain_score: float
+    scores: dict[str, float | None]
+
+    def request(self, out_dir: Path, *, seed: int = 0, config: SystemsConfig = CONFIG) -> SystemRequest:
+        return SystemRequest(
+            src="en",
+            tgt="de",
+            data=self.data,
+            config=config,
+            out_dir=out_dir,
+            pretrained=self.root / "en-de" / "pretrain.pt",
+            store=str(self.store),
+            mt_models=self.root / "held",
+            seed=seed,
+            runtime=CPU,
+        )
+
+    def folder(self, backend: str) -> Path:
+        return self.root / f"{backend}-en-de"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """Subwords, pre-training and the three backends' systems of en->de."""
+    root = tmp_path_factory.mktemp("systems")
+    corpus = caption_corpus()
+    data = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
+    store = write_store(root / "store", corpus.images["image_id"].to_pylist())
+    model_dir = root / "en-de"
+    train_text_pipeline(data, CONFIG.text, src="en", tgt="de", out_dir=model_dir, seed=0)
+    score = pretrain(data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU)
+    partial = Trained(root, data, store, score, {})
+    scores = {backend: train_system(backend, partial.request(partial.folder(backend))) for backend in BACKENDS}
+    return dataclasses.replace(partial, scores=scores)
+
+
+def test_text_pipeline_trains_on_corpus_and_caption_training_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The subword vocabularies see the train split of the parallel corpus, then the train captions."""
+    calls: list[dict[str, object]] = []
+
+    def record(src_texts: list[str], tgt_texts: list[str], **options: object) -> str:
+        calls.append({"src": src_texts, "tgt": tgt_texts, **options})
+        return "pipeline"
+
+    monkeypatch.setattr(TextPipeline, "train", record)
+    splits = {"train": Pairs(["s1", "s2"], ["t1", "t2"]), "val": Pairs(["sv"], ["tv"]), "test": Pairs(["x"], ["y"])}
+    captions = {split: Pairs([f"c{split}"], [f"d{split}"], ["i"]) for split in ("train", "val", "test")}
+    config = SubwordConfig(vocab_size=80)
+    result = train_text_pipeline(DirectionData(splits, captions), config, src="de", tgt="en", out_dir=tmp_path, seed=4)
+    assert result == "pipeline"
+    assert calls == [
+        {
+            "src": ["s1", "s2", "ctrain"],
+            "tgt": ["t1", "t2", "dtrain"],
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "config": config,
+            "out_dir": tmp_path,
+            "seed": 4,
+        }
+    ]
+
+
+def test_trained_text_pipeline_is_saved_with_the_direction(trained: Trained) -> None:
+    text = TextPipeline.load(trained.root / "en-de")
+    assert (text.config.src_lang, text.config.tgt_lang, text.config.max_len) == ("en", "de", 24)
+    assert text.encode_source(["A red circle is on the left."]).unknown == 0
+    assert text.encode_target(["Ein gelbes Stern ist oben."]).unknown == 0
+
+
+def test_examples_hold_subword_ids_and_store_rows(trained: Trained, caplog: pytest.LogCaptureFixture) -> None:
+    text = TextPipeline.load(trained.root / "en-de")
+    pairs = trained.data.captions["val"]
+    store = FeatureStore.open(trained.store)
+    found = examples(text, pairs, store)
+    assert [example.src_ids for example in found] == [tuple(ids) for ids in text.encode_source(pairs.src).ids]
+    assert [example.tgt_ids for example in found] == [tuple(ids) for ids in text.encode_target(pairs.tgt).ids]
+    assert [example.image_row for example in found] == [24, 25, 26, 27]
+    assert [example.image_row for example in examples(text, pairs, None)] == [None] * 4
+    assert [example.image_row for example in examples(text, trained.data.corpus["val"], store)] == [None] * 4
+    short = TextPipeline(dataclasses.replace(text.config, max_len=3), text.src_vocab, text.tgt_vocab)
+    with caplog.at_level(logging.WARNING, logger="mmt.pairs"):
+        cut = examples(short, pairs, None)
+    assert "Truncated 4 source and 4 target sentences to 3 subwords" in caplog.text
+    assert all(len(example.src_ids) == 3 and len(example.tgt_ids) == 3 for example in cut)
+
+
+def test_pretrain_writes_a_text_only_checkpoint(trained: Trained) -> None:
+    checkpoint = torch.load(trained.root / "en-de" / "pretrain.pt", weights_only=True)
+    assert checkpoint["shape"]["region_dim"] == D and checkpoint["config"]["hidden"] == 16
+    assert 0.0 <= trained.pretrain_score <= 100.0
+
+
+def test_every_system_folder_records_its_backend(trained: Trained) -> None:
+    for backend in BACKENDS:
+        folder = trained.folder(backend)
+        assert json.loads((folder / SYSTEM_FILE).read_text()) == {"backend": backend}
+        assert system_backend(folder) is BACKENDS[backend]
+    assert {"finetune.pt", "text.json", "src.model", "tgt.model"} <= {p.name for p in trained.folder("mmt").iterdir()}
+    assert isinstance(trained.scores["mmt"], float) and isinstance(trained.scores["text-only"], float)
+    assert trained.scores["marian"] is None
+
+
+def test_loaded_systems_are_translators(trained: Trained) -> None:
+    mmt = load_system(str(trained.folder("mmt")), str(trained.store), CPU)
+    text_only = load_system(str(trained.folder("text-only")), None, CPU)
+    marian = load_system(str(trained.folder("marian")), None, CPU)
+    assert isinstance(mmt, MMTTranslator) and isinstance(text_only, MMTTranslator)
+    assert isinstance(marian, MarianTranslator)
+    for system in (mmt, text_only, marian):
+        assert isinstance(system, Translator)
+    assert mmt.regions is not None and text_only.regions is None
+    assert (mmt.name, text_only.name) == ("mmt-en-de", "text-only-en-de")
+    assert load_system(str(trained.folder("mmt")), str(trained.store), CPU) is mmt  # loaded once per process
+
+
+def test_a_retrained_system_is_loaded_afresh(trained: Trained, tmp_path: Path) -> None:
+    folder = tmp_path / "text-only"
+    shutil.copytree(trained.folder("text-only"), folder)
+    first = load_system(str(folder), None, CPU)
+    assert load_system(str(folder), None, CPU) is first
+    weights = folder / "finetune.pt"
+    retrained = tmp_path / "retrained.pt"
+    shutil.copyfile(weights, retrained)
+    retrained.replace(weights)  # as an atomic rewrite by train_system would
+    assert load_system(str(folder), None, CPU) is not first
+
+
+def test_a_system_without_its_weights_is_an_input_error(trained: Trained, tmp_path: Path) -> None:
+    folder = tmp_path / "mmt"
+    shutil.copytree(trained.folder("mmt"), folder)
+    (folder / "finetune.pt").unlink()
+    with pytest.raises(InputError, match=r"finetune.pt: not found; the system in .* is incomplete"):
+        load_system(str(folder), str(trained.store), CPU)
+
+
+def test_translate_returns_one_string_per_input(trained: Trained) -> None:
+    pairs = trained.data.captions["test"]
+    for backend in BACKENDS:
+        system = load_system(str(trained.folder(backend)), str(trained.store), CPU)
+        outputs = system.translate(pairs.src, pairs.image_ids, beam=2, max_len=10)
+        assert len(outputs) == len(pairs.src) and all(isinstance(text, str) for text in outputs), backend
+        assert system.translate([], [], beam=2) == []
+
+
+def test_text_only_system_ignores_images_and_mmt_needs_them(trained: Trained) -> None:
+    pairs = trained.data.captions["test"]
+    text_only = load_system(str(trained.folder("text-only")), str(trained.store), CPU)  # the store is not read
+    assert getattr(text_only, "regions", "?") is None
+    without = text_only.translate(pairs.src, None, beam=2, max_len=10)
+    assert text_only.translate(pairs.src, ["not-an-image"] * 4, beam=2, max_len=10) == without
+    with pytest.raises(InputError, match=r"mmt-en-de: a multimodal system needs the region features of its images"):
+        load_system(str(trained.folder("mmt")), None, CPU)
+    mmt = load_system(str(trained.folder("mmt")), str(trained.store), CPU)
+    with pytest.raises(InputError, match="mmt-en-de is multimodal: give one image id per sentence"):
+        mmt.translate(pairs.src, None, beam=2)
+    with pytest.raises(InputError, match=r"region features missing for an image"):
+        mmt.translate(pairs.src[:1], ["not-an-image"], beam=2)
+
+
+def test_system_sha256_is_the_weights_file_hash(trained: Trained) -> None:
+    for backend, name in (("mmt", "finetune.pt"), ("text-only", "finetune.pt"), ("marian", "model.safetensors")):
+        folder = trained.folder(backend)
+        assert system_sha256(str(folder)) == hashlib.sha256((folder / name).read_bytes()).hexdigest(), backend
+    assert system_sha256(str(trained.folder("mmt"))) != system_sha256(str(trained.folder("text-only")))
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def test_same_seed_same_weights(trained: Trained, tmp_path: Path) -> None:
+    """Retraining with the seed of the fixture gives identical weights; another seed other weights."""
+    again = train_system("mmt", trained.request(tmp_path / "again"))
+    assert again == trained.scores["mmt"]
+    first, second = _weights(trained.folder("mmt") / "finetune.pt"), _weights(tmp_path / "again" / "finetune.pt")
+    assert first.keys() == second.keys()
+    for name, tensor in first.items():
+        assert torch.equal(tensor, second[name]), name
+    train_system("mmt", trained.request(tmp_path / "other", seed=1))
+    other = _weights(tmp_path / "other" / "finetune.pt")
+    assert any(not torch.equal(tensor, other[name]) for name, tensor in first.items())
+
+
+def test_fine_tuning_starts_from_the_pretrained_text_weights(trained: Trained, tmp_path: Path) -> None:
+    """With a learning rate too small to move them, fine-tuned text weights stay the pre-trained ones, while
+    the visual projection is fresh."""
+    frozen = dataclasses.replace(CONFIG, finetune=TrainConfig(epochs=1, batch_size=8, lr=1e-12, patience=1))
+    train_system("mmt", trained.request(tmp_path / "mmt", config=frozen))
+    pretrained, tuned = _weights(trained.root / "en-de" / "pretrain.pt"), _weights(tmp_path / "mmt" / "finetune.pt")
+    text_weights = [name for name in pretrained if not name.startswith("region_proj.")]
+    assert text_weights and len(text_weights) < len(pretrained)
+    for name in text_weights:
+        torch.testing.assert_close(tuned[name], pretrained[name], rtol=0, atol=1e-9)
+
+
+def test_held_marian_folder_is_copied(trained: Trained, tmp_path: Path) -> None:
+    """A pair in marian.local_dirs copies the held model folder instead of training one."""
+    held = trained.root / "held"
+    if not held.is_dir():
+        shutil.copytree(trained.folder("marian"), held / "opus-mt-en-de", ignore=shutil.ignore_patterns(SYSTEM_FILE))
+    config = dataclasses.replace(
+        CONFIG, marian=MarianSettings(local_dirs={"en-de": "opus-mt-en-de"}, train=TINY_MARIAN)
+    )
+    assert train_system("marian", trained.request(tmp_path / "copied", config=config)) is None
+    source = held / "opus-mt-en-de" / "model.safetensors"
+    assert (tmp_path / "copied" / "model.safetensors").read_bytes() == source.read_bytes()
+    assert system_sha256(str(tmp_path / "copied")) == system_sha256(str(trained.folder("marian")))
+
+
+def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
+    test = trained.data.captions["test"]
+    for backend in ("mmt", "text-only"):
+        folder = str(trained.folder(backend))
+        metrics = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU)
+        assert {"bleu", "sacrebleu", "chrf"} <= metrics.keys()
+        assert metrics["test_sentences"] == 4 and metrics["beam"] == 2
+        hypotheses = load_system(folder, str(trained.store), CPU).translate(test.src, test.image_ids, beam=2)
+        reference = translation_scores(hypotheses, test.tgt, "de")
+        assert (metrics["bleu"], metrics["chrf"]) == (reference["bleu"], reference["chrf"]), backend

@@ -1,0 +1,703 @@
+"""One retrieval run from caption tables: the `retrieval` settings, caption selection, training, testing and
+translate-search on tiny data; the objective's settings and language-type weights; the report's samples."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import retrieval.experiment as experiment
+from corpora import tables
+from corpora.io import InputError
+from features.regions import ImageRegions
+from features.store import FeatureStore, FeatureStoreWriter
+from retrieval.checkpoint import LoadedModel, load_retrieval
+from retrieval.data import Caption, CaptionSet, encode_captions
+from retrieval.experiment import (
+    CAPTION_COLUMNS,
+    RetrievalConfig,
+    evaluation_captions,
+    flat_metrics,
+    read_captions,
+    rounded,
+    train_model,
+    translate_search,
+)
+from retrieval.experiment import test_model as score_test_split
+from retrieval.inference import EvaluationConfig, evaluate
+from retrieval.losses import RankingLoss
+from retrieval.mule import MULEConfig
+from retrieval.registry import MODELS
+from retrieval.report import Sample, sample_captions, thumbnail
+from retrieval.san import SANConfig
+from retrieval.scan import SCANConfig
+from retrieval.train import TrainConfig
+from retrieval.vocab import VocabConfig
+from settings.build import build
+from settings.checks import SettingError
+from settings.runtime import Runtime
+
+CPU = Runtime("cpu")
+MODEL_NAMES = ", ".join(MODELS)
+
+
+# --- settings ------------------------------------------------------------------------------------------------
+
+
+def test_configs_become_each_models_config_dataclass() -> None:
+    """Fields not set keep the paper's defaults; models without settings get the defaults on request."""
+    config = RetrievalConfig(models=("san", "scan"), configs={"san": {"word_dim": 8, "hidden": 16}})
+    assert config.configs == {"san": SANConfig(word_dim=8, hidden=16)}
+    assert config.model_config("san") is config.configs["san"]
+    assert config.model_config("scan") == SCANConfig()
+
+
+def test_already_built_configs_are_accepted_again() -> None:
+    """Prefect re-validates flow parameters by constructing the dataclasses again from their field values."""
+    config = RetrievalConfig(models=("san", "mule"), configs={"san": {"hidden": 16}, "mule": {"topk": 3}})
+    again = dataclasses.replace(config)
+    assert again == config and again.configs["mule"] == MULEConfig(topk=3)
+    assert build(RetrievalConfig, dataclasses.asdict(config)) == config  # and from its plain form
+
+
+def test_configs_survive_a_json_round_trip_of_flow_parameters() -> None:
+    """Parameters of a deployed flow run travel as JSON and are validated back into the dataclass by pydantic."""
+    pydantic = pytest.importorskip("pydantic")
+    config = RetrievalConfig(models=("san", "scan"), configs={"san": {"hidden": 16}, "scan": {"image_chunk": 4}})
+    adapter = pydantic.TypeAdapter(RetrievalConfig)
+    assert adapter.validate_python(config) == config
+    again = adapter.validate_json(adapter.dump_json(config))
+    assert again == config and isinstance(again.configs["scan"], SCANConfig)
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({"san": {"hiden": 16}}, r"^configs\.san\.hiden: unknown key; allowed keys here: word_dim, hidden, rnn, "),
+        ({"san": {"rnn": "transformer"}}, r"^configs\.san\.rnn: got 'transformer', allowed: "),
+        ({"san": {"hidden": "big"}}, r"^configs\.san\.hidden: expected an integer, got 'big'$"),
+        ({"mule": {"topk": 0}}, r"^configs\.mule\.topk: got 0, allowed: topk > 0$"),
+        ({"san": {"hidden": 0}}, r"^configs\.san\.hidden: got 0, allowed: hidden > 0$"),
+        ({"vsepp": {"word_dim": -3}}, r"^configs\.vsepp\.word_dim: got -3, allowed: word_dim > 0$"),
+        ({"dan": {"dropout": 1.0}}, r"^configs\.dan\.dropout: got 1\.0, allowed: 0 <= dropout < 1$"),
+        ({"dan": {"steps": -1}}, r"^configs\.dan\.steps: got -1, allowed: steps >= 0$"),
+        ({"multihead": {"heads": 0}}, r"^configs\.multihead\.heads: got 0, allowed: heads > 0$"),
+        ({"multihead": {"diversity_weight": -1.0}}, r"^configs\.multihead\.diversity_weight: got -1\.0, allowed: "),
+        ({"parallel_embn": {"margin": -0.1}}, r"^configs\.parallel_embn\.margin: got -0\.1, allowed: margin >= 0$"),
+        ({"scan": {"lambda_lse": 0.0}}, r"^configs\.scan\.lambda_lse: got 0\.0, allowed: lambda_lse > 0$"),
+        ({"clip": {}}, rf"^configs\.clip: unknown model; known: {MODEL_NAMES}$"),
+        ({"san": 16}, r"^configs\.san: expected a mapping of settings, got 16$"),
+        ({"san": MULEConfig()}, r"^configs\.san: expected a mapping of settings, got MULEConfig\("),
+    ],
+)
+def test_bad_model_settings_name_their_key_path(configs: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RetrievalConfig(models=("san",), configs=configs)
+
+
+def test_model_names_kinds_and_fasttext_languages_are_checked() -> None:
+    with pytest.raises(SettingError, match=rf"^models\[1\]: unknown name 'clip'; known: {MODEL_NAMES}$"):
+        RetrievalConfig(models=("san", "clip"))
+    with pytest.raises(SettingError, match=r"^models: at least one model is needed$"):
+        RetrievalConfig(models=())
+    with pytest.raises(SettingError, match=r"^languages: at least one language is needed$"):
+        RetrievalConfig(languages=())
+    with pytest.raises(SettingError, match=r"^train_kinds\[1\]: got 'mt', allowed: comparable, translation$"):
+        RetrievalConfig(train_kinds=("comparable", "mt"))
+    with pytest.raises(SettingError, match=r"^vocab\.fasttext\.de: not one of retrieval\.languages \['en'\]$"):
+        RetrievalConfig(languages=("en",), vocab=VocabConfig(fasttext={"de": "cc.de.300.vec"}))
+    RetrievalConfig(languages=("en", "de"), vocab=VocabConfig(fasttext={"de": "cc.de.300.vec"}))
+
+
+def test_settings_errors_from_params_carry_the_section_path() -> None:
+    with pytest.raises(SettingError, match=r"^retrieval\.configs\.vsepp\.hiden: unknown key"):
+        build(RetrievalConfig, {"models": ["vsepp"], "configs": {"vsepp": {"hiden": 3}}}, "retrieval")
+
+
+# --- the objective -------------------------------------------------------------------------------------------
+
+
+def test_for_model_resolves_auto_only() -> None:
+    auto = RankingLoss(kind="auto", margin=0.3, beta={"en-human": 1.0})
+    assert auto.for_model("topk") == RankingLoss(kind="topk", margin=0.3, beta={"en-human": 1.0})
+    harder = RankingLoss(kind="harder")
+    assert harder.for_model("topk") is harder
+
+
+def test_auto_refuses_to_be_called() -> None:
+    sims, caption_image = torch.eye(2), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"^a loss of kind auto must be resolved with for_model\(\) before use$"):
+        RankingLoss(kind="auto")(sims, caption_image, torch.zeros(2, dtype=torch.long), torch.ones(1))
+
+
+def test_type_weights_equal_without_beta() -> None:
+    assert RankingLoss().type_weights(["de-mmt", "en-human", "fr-mt", "cs-mt"]) == [0.25] * 4
+
+
+def test_type_weights_normalise_the_configured_ones() -> None:
+    """beta {en-human: 3, de-mmt: 1, fr-mt: 2}; fr-mt is not a training type, de-human is not named: 0."""
+    loss = RankingLoss(beta={"en-human": 3.0, "de-mmt": 1.0, "fr-mt": 2.0})
+    assert loss.type_weights(["de-human", "de-mmt", "en-human"]) == [0.0, 0.25, 0.75]
+    assert loss.type_weights(["fr-mt", "en-human"]) == [0.4, 0.6]
+
+
+def test_type_weights_refuse_beta_without_a_training_type() -> None:
+    loss = RankingLoss(beta={"fr-mt": 1.0, "de-mmt": 0.0})
+    with pytest.raises(ValueError, match=r"gives no weight to the training types \['de-mmt', 'en-human'\]$"):
+        loss.type_weights(["de-mmt", "en-human"])
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"beta": {"english-human": 1.0}}, r"^beta\.english-human: expected <lang>-<human\|mt\|mmt>: a weight >= 0$"),
+        ({"beta": {"en-synthetic": 1.0}}, r"^beta\.en-synthetic: expected"),
+        ({"beta": {"en-mt": -0.5}}, r"^beta\.en-mt: expected <lang>-<human\|mt\|mmt>: a weight >= 0$"),
+        ({"margin": -0.1}, r"^margin: got -0.1, allowed: 0.0 to 10.0$"),
+        ({"margin": 10.5}, r"^margin: got 10.5, allowed"),
+        ({"topk": 0}, r"^topk: got 0, allowed: 1 to 100000$"),
+        ({"topk_margin": 11.0}, r"^topk_margin: got 11.0, allowed: 0 to 10$"),
+    ],
+)
+def test_objective_checks(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RankingLoss(**values)
+
+
+def test_margin_bounds_are_allowed() -> None:
+    assert RankingLoss(margin=0.0).margin == 0.0 and RankingLoss(margin=10.0, beta={"cs-mmt": 0.0}).margin == 10.0
+
+
+# --- tiny captions, images and features ----------------------------------------------------------------------
+
+COLOURS = ["red", "blue", "green", "yellow"]
+FARBEN = ["rot", "blau", "grün", "gelb"]
+SIZES = [("small", "klein"), ("big", "groß")]
+SPLIT_IDS = {
+    "train": [f"t{n:02d}" for n in range(12)],
+    "val": [f"v{n}" for n in range(4)],
+    "test": [f"s{n}" for n in range(8)],
+}
+K, D = 3, 8
+
+
+def _describe(index: int) -> tuple[str, str]:
+    colour, size = index % 4, (index // 4) % 2
+    return f"a {SIZES[size][0]} {COLOURS[colour]} thing", f"ein {SIZES[size][1]} {FARBEN[colour]} ding"
+
+
+def _caption_rows() -> list[dict[str, Any]]:
+    """Per image: en comparable captions (two; one in val), a de comparable one and an en translation caption with a
+    word found nowhere else ("zebra"). Train images also get an mmt de caption made from their first en one (with
+    the word "objekt"), test images a fr translation caption."""
+    rows: list[dict[str, Any]] = []
+
+    def add(
+        caption_id: str, image_id: str, split: str, lang: str, text: str, kind: str, parent: str | None = None
+    ) -> None:
+        rows.append(
+            {
+                "caption_id": caption_id,
+                "image_id": image_id,
+                "split": split,
+                "lang": lang,
+                "text": text,
+                "origin": "mmt" if parent else "human",
+                "system": "mmt-en-de" if parent else None,
+                "hop": 1 if parent else 0,
+                "parent_id": parent,
+                "kind": kind,
+            }
+        )
+
+    for split, ids in SPLIT_IDS.items():
+        for index, image_id in enumerate(ids):
+            en, de = _describe(index)
+            for number in range(1 if split == "val" else 2):
+                add(f"{image_id}#en#c{number}", image_id, split, "en", en if number == 0 else f"one {en}", "comparable")
+            add(f"{image_id}#de#c0", image_id, split, "de", de, "comparable")
+            add(f"{image_id}#en#t", image_id, split, "en", f"the zebra {COLOURS[index % 4]}", "translation")
+            if split == "train":
+                add(
+                    f"{image_id}#de#mmt",
+                    image_id,
+                    split,
+                    "de",
+                    de.replace("ding", "objekt"),
+                    "comparable",
+                    parent=f"{image_id}#en#c0",
+                )
+            if split == "test":
+                add(f"{image_id}#fr#t", image_id, split, "fr", f"une chose {index}", "translation")
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    captions: Path
+    store: Path
+
+
+def _write_data(root: Path) -> Data:
+    ids = [image_id for split_ids in SPLIT_IDS.values() for image_id in split_ids]
+    splits = [split for split, split_ids in SPLIT_IDS.items() for _ in split_ids]
+    images = tables.images_table(
+        {
+            "image_id": ids,
+            "split": splits,
+            "path": [f"{i}.png" for i in ids],
+            "width": [None] * len(ids),
+            "height": [None] * len(ids),
+            "dataset": ["toy"] * len(ids),
+        }
+    )
+    rows = _caption_rows()
+    captions = tables.captions_table(
+        {name: [row[name] for row in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
+    )
+    tables.write_captions(captions, root / "captions.parquet", images=images)
+    rng = np.random.default_rng(0)
+    with FeatureStoreWriter(
+        root / "store", image_ids=ids, max_regions=K, dim=D, extractor="test", checkpoint_sha256=None, config={}
+    ) as writer:
+        for split_ids in SPLIT_IDS.values():
+            for index, image_id in enumerate(split_ids):
+                features = rng.normal(scale=0.1, size=(K, D)).astype(np.float32)
+                features[0, index % 4] += 1.0
+                features[1, 4 + (index // 4) % 2] += 1.0
+                writer.write(image_id, ImageRegions(features, np.zeros((K, 4), np.float32)), width=8, height=8)
+    return Data(root / "captions.parquet", root / "store")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Data:
+    return _write_data(tmp_path_factory.mktemp("retrieval-data"))
+
+
+# --- reading captions ----------------------------------------------------------------------------------------
+
+
+def test_read_captions_filters_split_languages_kinds_and_origin(data: Data) -> None:
+    every = read_captions(data.captions, split="train", languages=["en", "de"], kinds=None, human_only=False)
+    assert len(every) == 12 * 5 and set(every[0]) == set(CAPTION_COLUMNS)
+    human = read_captions(data.captions, split="train", languages=["en", "de"], kinds=None, human_only=True)
+    assert len(human) == 12 * 4 and {row["origin"] for row in human} == {"human"}
+    comparable_de = read_captions(
+        data.captions, split="train", languages=["de"], kinds=["comparable"], human_only=False
+    )
+    assert [row["caption_id"] for row in comparable_de[:2]] == ["t00#de#c0", "t00#de#mmt"]
+    assert len(comparable_de) == 24
+    test_fr = read_captions(data.captions, split="test", languages=["fr", "cs"], kinds=None, human_only=True)
+    assert [row["caption_id"] for row in test_fr] == [f"s{n}#fr#t" for n in range(8)]
+    assert read_captions(data.captions, split="val", languages=["fr"], kinds=None, human_only=True) == []
+
+
+def test_read_captions_missing_table(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"nothing\.parquet: captions table not found$"):
+        read_captions(tmp_path / "nothing.parquet", split="test", languages=["en"], kinds=None, human_only=True)
+
+
+def test_evaluation_captions_prefer_comparable_ones(data: Data) -> None:
+    rows = read_captions(data.captions, split="test", languages=["en", "de", "fr"], kinds=None, human_only=True)
+    english = evaluation_captions(rows, "en", source="t")
+    assert [c.caption_id for c in english[:3]] == ["s0#en#c0", "s0#en#c1", "s1#en#c0"] and len(english) == 16
+    assert english[0] == Caption("s0#en#c0", "s0", "en", "a small red thing", "human")
+    french = evaluation_captions(rows, "fr", source="t")  # Multi30K fr/cs: translation captions only
+    assert [c.caption_id for c in french] == [f"s{n}#fr#t" for n in range(8)]
+    with pytest.raises(InputError, match=r"^test table: no 'cs' captions; drop cs from retrieval\.languages or add"):
+        evaluation_captions(rows, "cs", source="test table")
+
+
+# --- training, testing and translate-search ------------------------------------------------------------------
+
+CONFIG = RetrievalConfig(
+    models=("san",),
+    languages=("en", "de"),
+    configs={"san": {"word_dim": 16, "hidden": 16}},
+    vocab=VocabConfig(min_count=1, max_len=20),
+    objective=RankingLoss(kind="auto"),
+    train=TrainConfig(epochs=3, batch_size=8, lr=0.01, lr_decay_epoch=2),
+    evaluation=EvaluationConfig(val_images=3, batch_size=16),
+)
+
+
+@dataclasses.dataclass
+class Run:
+    folder: Path
+    result: Any
+    fit_calls: list[dict[str, Any]]
+    epochs: list[dict[str, object]]
+
+
+def _train(data: Data, folder: Path, monkeypatch: pytest.MonkeyPatch, config: RetrievalConfig = CONFIG) -> Run:
+    """train_model with retrieval.experiment.fit wrapped to record what it was given."""
+    calls: list[dict[str, Any]] = []
+    real_fit = experiment.fit
+
+    def recording_fit(model: Any, train: CaptionSet, validation: dict[str, CaptionSet], *args: Any, **kwargs: Any):
+        calls.append({"train": train, "validation": validation, **kwargs})
+        return real_fit(model, train, validation, *args, **kwargs)
+
+    monkeypatch.setattr(experiment, "fit", recording_fit)
+    epochs: list[dict[str, object]] = []
+    result = train_model(
+        config,
+        "san",
+        data.captions,
+        data.store,
+        folder / "vectors",
+        folder,
+        seed=0,
+        runtime=CPU,
+        on_epoch=epochs.append,
+    )
+    return Run(folder, result, calls, epochs)
+
+
+@pytest.fixture(scope="module")
+def run(data: Data, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _train(data, tmp_path_factory.mktemp("san"), monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def loaded(run: Run) -> LoadedModel:
+    return load_retrieval(run.folder / "model.pt", device=torch.device("cpu"), expect_model="san")
+
+
+def test_training_captions_are_human_of_train_kinds_plus_synthesized(run: Run) -> None:
+    """Human translation captions are left out (train_kinds: comparable); synthesized ones always stay."""
+    (call,) = run.fit_calls
+    train: CaptionSet = call["train"]
+    expected = {
+        f"{image_id}#{suffix}" for image_id in SPLIT_IDS["train"] for suffix in ("en#c0", "en#c1", "de#c0", "de#mmt")
+    }
+    assert set(train.caption_ids) == expected and len(train) == 48
+    assert train.type_names == ("de-human", "de-mmt", "en-human")
+    assert int(train.synthetic.sum()) == 12
+    assert call["loss"] == RankingLoss(kind="harder")  # auto -> SAN's own
+    assert call["type_weights"].tolist() == pytest.approx([1 / 3] * 3)
+
+
+def test_validation_takes_the_first_val_images_per_language(run: Run) -> None:
+    (call,) = run.fit_calls
+    validation: dict[str, CaptionSet] = call["validation"]
+    assert list(validation) == ["en", "de"]
+    assert validation["en"].caption_ids == ("v0#en#c0", "v1#en#c0", "v2#en#c0")  # val_images 3; comparable only
+    assert validation["de"].caption_ids == ("v0#de#c0", "v1#de#c0", "v2#de#c0")
+    assert validation["de"].type_names == call["train"].type_names
+
+
+def test_model_file_holds_vocabulary_types_and_history(run: Run, loaded: LoadedModel, data: Data) -> None:
+    assert loaded.vocab.languages == ("en", "de") and loaded.max_len == 20
+    assert "zebra" not in loaded.vocab.words_of("en")  # only in human translation captions
+    assert {"objekt", "ding", "groß"} <= set(loaded.vocab.words_of("de"))  # synthesized words are learnt
+    assert loaded.type_names == ("de-human", "de-mmt", "en-human")
+    assert loaded.extra["loss"] == "harder" and loaded.extra["store"] == str(data.store)
+    assert loaded.extra["best_epoch"] == run.result.best_epoch and len(run.epochs) == len(run.result.history) == 3
+    stored = torch.load(run.folder / "model.pt", weights_only=True)
+    assert stored["type_weights"] == pytest.approx([1 / 3] * 3)
+    assert stored["config"] == dataclasses.asdict(SANConfig(word_dim=16, hidden=16))
+
+
+def test_training_is_reproducible_for_a_seed(
+    run: Run, data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _train(data, tmp_path, monkeypatch)
+    first = torch.load(run.folder / "model.pt", weights_only=True)["state_dict"]
+    second = torch.load(tmp_path / "model.pt", weights_only=True)["state_dict"]
+    assert first.keys() == second.keys()
+    assert all(torch.equal(tensor, second[name]) for name, tensor in first.items())
+
+
+def test_configured_beta_weights_reach_the_loss(data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = dataclasses.replace(
+        CONFIG,
+        objective=RankingLoss(kind="sum", beta={"en-human": 3.0, "de-mmt": 1.0}),
+        train=TrainConfig(epochs=1, batch_size=8),
+    )
+    (call,) = _train(data, tmp_path, monkeypatch, config).fit_calls
+    assert call["loss"].kind == "sum" and call["type_weights"].tolist() == [0.0, 0.25, 0.75]
+
+
+def test_beta_without_a_training_type_stops_before_training(data: Data, tmp_path: Path) -> None:
+    config = dataclasses.replace(CONFIG, objective=RankingLoss(beta={"fr-mt": 1.0}))
+    with pytest.raises(InputError, match=r"gives no weight to the training types \['de-human', 'de-mmt', 'en-human'\]"):
+        train_model(config, "san", data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
+    assert not (tmp_path / "model.pt").exists()
+
+
+def _test_rows(data: Data) -> list[dict[str, Any]]:
+    return read_captions(data.captions, split="test", languages=["en", "de", "fr"], kinds=None, human_only=True)
+
+
+def _reference(loaded: LoadedModel, store: FeatureStore, captions: list[Caption], **options: Any) -> dict[str, Any]:
+    encoded = encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source="reference")
+    return rounded(evaluate(loaded.model, encoded, store, device=torch.device("cpu"), **options))
+
+
+def _test_captions(lang: str) -> list[Caption]:
+    """The comparable test captions of ``lang``, built from the data description (not from the table)."""
+    captions = []
+    for index, image_id in enumerate(SPLIT_IDS["test"]):
+        en, de = _describe(index)
+        if lang == "en":
+            captions += [
+                Caption(f"{image_id}#en#c0", image_id, "en", en, "human"),
+                Caption(f"{image_id}#en#c1", image_id, "en", f"one {en}", "human"),
+            ]
+        else:
+            captions.append(Caption(f"{image_id}#de#c0", image_id, "de", de, "human"))
+    return captions
+
+
+def test_test_model_scores_each_language_of_the_model(loaded: LoadedModel, data: Data) -> None:
+    store = FeatureStore.open(data.store)
+    metrics = score_test_split(loaded, _test_rows(data), store, EvaluationConfig(), source="test", runtime=CPU)
+    assert list(metrics) == ["en", "de"]  # not fr: the model has no fr words
+    for lang in ("en", "de"):
+        assert metrics[lang] == _reference(loaded, store, _test_captions(lang))
+    folded = score_test_split(
+        loaded, _test_rows(data), store, EvaluationConfig(protocol="folds", fold_images=4), source="test", runtime=CPU
+    )
+    assert folded["en"]["folds"] == 2
+    assert folded["en"] == _reference(loaded, store, _test_captions("en"), fold_images=4)
+
+
+def test_test_model_names_a_missing_language(loaded: LoadedModel, data: Data) -> None:
+    rows = [row for row in _test_rows(data) if row["lang"] != "de"]
+    with pytest.raises(InputError, match=r"^test split: no 'de' captions"):
+        score_test_split(
+            loaded, rows, FeatureStore.open(data.store), EvaluationConfig(), source="test split", runtime=CPU
+        )
+
+
+def _recording(translate: Callable[[list[str]], list[str]], calls: list[list[str]]) -> Callable[[list[str]], list[str]]:
+    def wrapped(texts: list[str]) -> list[str]:
+        calls.append(list(texts))
+        return translate(texts)
+
+    return wrapped
+
+
+def test_translate_search_with_identity_is_the_direct_search(loaded: LoadedModel, data: Data) -> None:
+    """Pivot-language queries "translated" unchanged score exactly as the direct test of the pivot."""
+    store, rows, calls = FeatureStore.open(data.store), _test_rows(data), []  # type: ignore[var-annotated]
+    searched = translate_search(
+        loaded,
+        rows,
+        "en",
+        "en",
+        store,
+        _recording(lambda texts: texts, calls),
+        EvaluationConfig(),
+        source="test",
+        runtime=CPU,
+    )
+    direct = score_test_split(loaded, rows, store, EvaluationConfig(), source="test", runtime=CPU)["en"]
+    assert searched == direct
+    assert calls == [[caption.text for caption in _test_captions("en")]]
+
+
+def test_translate_search_uses_the_translations_as_pivot_queries(loaded: LoadedModel, data: Data) -> None:
+    """German queries translated into their images' English captions score as those English captions."""
+    store, rows = FeatureStore.open(data.store), _test_rows(data)
+    to_english = {de: en for en, de in (_describe(index) for index in range(8))}
+    searched = translate_search(
+        loaded,
+        rows,
+        "de",
+        "en",
+        store,
+        lambda texts: [to_english[t] for t in texts],
+        EvaluationConfig(),
+        source="test",
+        runtime=CPU,
+    )
+    as_english = [Caption(c.caption_id, c.image_id, "en", to_english[c.text], "mt") for c in _test_captions("de")]
+    assert searched == _reference(loaded, store, as_english)
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t\n"])
+def test_empty_translations_still_count_as_queries(loaded: LoadedModel, data: Data, blank: str) -> None:
+    """8 images, one query each, every query the same text: each image's 7 other queries tie with its own (ranked
+    above it): i2t rank 7 for all; t2i ranks are 0..7 once each (distinct image scores against one query)."""
+    store = FeatureStore.open(data.store)
+    searched = translate_search(
+        loaded,
+        _test_rows(data),
+        "de",
+        "en",
+        store,
+        lambda texts: [blank] * len(texts),
+        EvaluationConfig(),
+        source="test",
+        runtime=CPU,
+    )
+    assert searched["i2t"] == {"r1": 0.0, "r5": 0.0, "r10": 100.0, "medr": 8.0, "meanr": 8.0}
+    assert searched["t2i"] == {"r1": 12.5, "r5": 62.5, "r10": 100.0, "medr": 4.0, "meanr": 4.5}
+    assert searched["rsum"] == 275.0
+
+
+def test_a_translation_that_loses_sentences_is_an_error(loaded: LoadedModel, data: Data) -> None:
+    store = FeatureStore.open(data.store)
+    with pytest.raises(ValueError, match=r"^translation to en returned 7 sentences for 8 queries$"):
+        translate_search(loaded, _test_rows(data), "de", "en", store, lambda texts: texts[1:], EvaluationConfig(),
+                         source="test", runtime=CPU)  # fmt: skip
+
+
+def test_rounded_and_flat_metrics() -> None:
+    metrics = {
+        "i2t": {"r1": 88.60000000000001, "r5": 95.123449, "r10": 100.0, "medr": 1.0, "meanr": 1.23456789},
+        "t2i": {"r1": 1 / 3, "r5": 2 / 3, "r10": 99.99999, "medr": 2.0, "meanr": 3.0},
+        "rsum": 385.45679,
+        "mr": 64.2427983,
+        "folds": 5,
+    }
+    result = rounded(metrics)  # type: ignore[arg-type]
+    assert result == {
+        "i2t": {"r1": 88.6, "r5": 95.1234, "r10": 100.0, "medr": 1.0, "meanr": 1.2346},
+        "t2i": {"r1": 0.3333, "r5": 0.6667, "r10": 100.0, "medr": 2.0, "meanr": 3.0},
+        "rsum": 385.4568,
+        "mr": 64.2428,
+        "folds": 5,
+    }
+    assert isinstance(result["folds"], int)
+    assert flat_metrics(result) == {
+        "i2t_r1": 88.6,
+        "i2t_r5": 95.1234,
+        "i2t_r10": 100.0,
+        "t2i_r1": 0.3333,
+        "t2i_r5": 0.6667,
+        "t2i_r10": 100.0,
+        "rsum": 385.4568,
+        "mr": 64.2428,
+    }
+    assert list(flat_metrics(result)) == ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum", "mr"]
+
+
+# --- report samples ------------------------------------------------------------------------------------------
+
+
+def _png(path: Path, size: tuple[int, int], mode: str = "RGB", colour: Any = (200, 30, 30)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, size, colour).save(path)
+
+
+def _decoded(png: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG"
+    return image
+
+
+def test_thumbnail_fits_the_box_and_keeps_small_images(tmp_path: Path) -> None:
+    _png(tmp_path / "wide.png", (320, 200))
+    _png(tmp_path / "small.png", (50, 40), mode="L", colour=90)
+    wide = _decoded(thumbnail(tmp_path / "wide.png"))
+    assert wide.size == (160, 100) and wide.mode == "RGB" and wide.getpixel((80, 50)) == (200, 30, 30)
+    small = _decoded(thumbnail(tmp_path / "small.png", size=64))
+    assert small.size == (50, 40) and small.mode == "RGB" and small.getpixel((0, 0)) == (90, 90, 90)
+
+
+def _augmented_rows() -> list[dict[str, Any]]:
+    """Image a: human en c1 -> mmt de (hop 1) -> mmt en (hop 2), and c1 -> mmt fr (hop 1); a second human caption
+    without translations. Image b: human only. Image c (test split): translated, but not a train image.
+    Image d: the second sampled one."""
+
+    def row(
+        caption_id: str,
+        image_id: str,
+        lang: str,
+        text: str,
+        parent: str | None = None,
+        hop: int = 0,
+        system: str | None = None,
+        split: str = "train",
+    ) -> dict[str, Any]:
+        return {
+            "caption_id": caption_id,
+            "image_id": image_id,
+            "split": split,
+            "lang": lang,
+            "text": text,
+            "origin": "human" if parent is None else "mmt",
+            "system": system,
+            "hop": hop,
+            "parent_id": parent,
+            "kind": "comparable",
+        }
+
+    return [
+        row("a#en#c0", "a", "en", "an untranslated caption"),
+        row("a#en#c1", "a", "en", "a red circle"),
+        row("b#en#c1", "b", "en", "a blue star"),
+        row("c#en#c1", "c", "en", "a green heart", split="test"),
+        row("d#en#c1", "d", "en", "a black square"),
+        row("a#de#1", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mmt-en-de"),
+        row("a#fr#1", "a", "fr", "un cercle rouge", "a#en#c1", 1, "mmt-en-fr"),
+        row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),
+        row("c#de#1", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mmt-en-de", split="test"),
+        row("d#de#1", "d", "de", "ein schwarzes Quadrat", "d#en#c1", 1, "mmt-en-de"),
+    ]
+
+
+def _write_augmented(root: Path, variants: list[str]) -> tuple[Path, Path, Path]:
+    rows = _augmented_rows()
+    ids, splits = ["a", "b", "c", "d"], ["train", "train", "test", "train"]
+    images = tables.images_table(
+        {
+            "image_id": ids,
+            "split": splits,
+            "path": [f"pics/{i}.png" for i in ids],
+            "width": [None] * 4,
+            "height": [None] * 4,
+            "dataset": ["toy"] * 4,
+        }
+    )
+    tables.write_images(images, root / "prepared" / "images.parquet")
+    captions = tables.captions_table(
+        {name: [r[name] for r in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
+    )
+    for variant in variants:
+        text = captions if variant == variants[0] else captions.slice(0, 5)  # the others: human captions only
+        tables.write_captions(text, root / "augmented" / variant / "captions.parquet")
+    for index, image_id in enumerate(ids):
+        _png(root / "images" / "pics" / f"{image_id}.png", (200, 100 + 20 * index))
+    return root / "augmented", root / "prepared", root / "images"
+
+
+def test_sample_captions_show_the_chain_from_each_human_caption(tmp_path: Path) -> None:
+    augmented, prepared, images = _write_augmented(tmp_path, ["mmt_fb", "mt_f"])
+    samples = sample_captions(augmented, prepared, images, count=5)
+    assert [sample.image_id for sample in samples] == ["a", "d"]  # b: nothing synthesized; c: a test image
+    assert samples[0] == Sample(
+        "a",
+        thumbnail(images / "pics" / "a.png"),
+        (
+            ("human en", "a red circle"),
+            ("mmt-en-de hop 1 de", "ein roter Kreis"),
+            ("mmt-de-en hop 2 en", "a red ring"),
+            ("mmt-en-fr hop 1 fr", "un cercle rouge"),
+        ),
+    )
+    assert samples[1].captions == (("human en", "a black square"), ("mmt-en-de hop 1 de", "ein schwarzes Quadrat"))
+    assert _decoded(samples[1].png).size == (160, 128)  # d.png is 200 x 160
+    assert [s.image_id for s in sample_captions(augmented, prepared, images, count=1)] == ["a"]
+
+
+def test_sample_captions_read_the_richest_variant(tmp_path: Path) -> None:
+    """mmt_fb before mmt_f before mt_fb before mt_f; no variant folder or count 0: no samples."""
+    augmented, prepared, images = _write_augmented(tmp_path, ["mt_fb", "mt_f", "none"])
+    assert [s.image_id for s in sample_captions(augmented, prepared, images, count=5)] == ["a", "d"]
+    (augmented / "mt_fb").rename(augmented / "other")
+    assert sample_captions(augmented, prepared, images, count=5) == []  # mt_f holds no synthesized captions
+    assert sample_captions(augmented, prepared, images, count=0) == []
+    assert sample_captions(tmp_path / "nowhere", prepared, images, count=3) == []
