@@ -21,6 +21,14 @@ def check_params(args: argparse.Namespace) -> None:
     print(f"  languages: {', '.join(params.languages.all)} (pivot {params.languages.pivot})")
     print(f"  dataset:   {params.prepare.format} format from {params.paths.source}")
     print(f"  device:    {params.device}, precision {params.precision}, seed {params.seed}")
+    retrieval = params.retrieval
+    runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
+    print(f"  retrieval: {runs} runs = models {', '.join(retrieval.models)} x variants {', '.join(retrieval.variants)}"
+          f" x roles {', '.join(retrieval.roles)}")  # fmt: skip
+    for name in retrieval.roles:
+        role = retrieval.role(name, params.languages.pivot)
+        kept = ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
+        print(f"    {name}: trains on {kept}; tested on {', '.join(role.test)}")
 
 
 def inspect(args: argparse.Namespace) -> None:

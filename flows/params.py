@@ -99,6 +99,11 @@ class Params:
                            ("retrieval.translate_search.languages", retrieval.translate_search.languages)):  # fmt: skip
             for index, code in enumerate(codes):
                 check(code in languages.all, f"{key}[{index}]", code, f"one of {list(languages.all)}")
+        for name in retrieval.roles:
+            try:
+                retrieval.role(name, languages.pivot)
+            except SettingError as error:
+                raise SettingError(f"retrieval.{error.key}", error.message) from None
         if retrieval.translate_search.languages and languages.pivot not in retrieval.languages:
             message = f"translate-search queries the pivot ({languages.pivot}); add it to retrieval.languages"
             raise SettingError("retrieval.translate_search.languages", message)

@@ -1,8 +1,10 @@
-"""Stage `train_retrieval@<model>-<variant>`: train one retrieval model on one caption variant, then test it.
+"""Stage `train_retrieval@<model>-<variant>-<role>`: train one retrieval model on one caption variant in one
+language role, then test it.
 
-Trains on the variant's training captions (human + synthesized, mixed in equal portions per batch), keeps the
-epoch with the best validation rsum, and writes `model.pt` and the test metrics (R@1/5/10 per language and
-direction, rsum, mR, median/mean rank; translate-search when configured).
+Trains on the variant's training captions that the role keeps (human + synthesized, mixed in equal portions per
+batch), keeps the epoch with the best validation rsum on the role's test languages, and writes `model.pt` and
+the test metrics (R@1/5/10 per test language and direction, rsum, mR, median/mean rank; translate-search when
+configured).
 """
 
 from __future__ import annotations
@@ -19,44 +21,52 @@ from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
 from mmt.augment import VARIANTS
 from retrieval.registry import MODELS
+from retrieval.roles import PRESETS
 from settings.runtime import Runtime
 from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
 def train_retrieval(
-    params: Params, model: str, variant: str, augmented: str, store: str, word_vectors: str, mt_models: str, out: str,
-    metrics: str, runtime: Runtime,
+    params: Params, model: str, variant: str, role: str, augmented: str, store: str, word_vectors: str,
+    mt_models: str, out: str, metrics: str, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
     config = params.retrieval
+    pivot = params.languages.pivot
+    languages = config.role(role, pivot)
     captions = str(Path(augmented) / variant / "captions.parquet")
-    summary = train_retrieval_model(config, model, captions, store, word_vectors, out, params.seed, runtime)
-    print(f"{model}-{variant}: best validation rsum {summary['best_val_rsum']:.1f} at epoch {summary['best_epoch']}")
+    summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, out, params.seed, runtime)
+    print(f"{model}-{variant}-{role}: best validation rsum {summary['best_val_rsum']:.1f} "
+          f"at epoch {summary['best_epoch']}")  # fmt: skip
     # Test on the human captions of the prepared data (the same rows in every variant).
-    return evaluate_retrieval_model(config, out, captions, store, mt_models, metrics, params.languages.all,
-                                    params.languages.pivot, params.mmt.beam, runtime)  # fmt: skip
+    return evaluate_retrieval_model(config, languages, out, captions, store, mt_models, metrics, params.languages.all,
+                                    pivot, params.mmt.beam, runtime)  # fmt: skip
 
 
-def check_names(model: str, variant: str) -> None:
+def check_names(model: str, variant: str, role: str, params: Params) -> None:
     """Unknown names end the stage with the known ones listed."""
     if model not in MODELS:
         raise InputError(f"unknown retrieval model {model!r}; known: {', '.join(sorted(MODELS))}")
     if variant not in VARIANTS:
         raise InputError(f"unknown caption variant {variant!r}; known: {', '.join(VARIANTS)}")
+    roles = [*PRESETS, *params.retrieval.custom_roles]
+    if role not in roles:
+        raise InputError(f"unknown language role {role!r}; known: {', '.join(roles)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("train_retrieval", __doc__ or "")
     parser.add_argument("--model", required=True, help="registry name (one of retrieval.models)")
     parser.add_argument("--variant", required=True, help="caption variant (one of retrieval.variants)")
+    parser.add_argument("--role", required=True, help="language role (one of retrieval.roles)")
     for name in ("augmented", "store", "word_vectors", "mt_models", "out", "metrics"):
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        check_names(args.model, args.variant)
+        check_names(args.model, args.variant, args.role, params)
         runtime = Runtime.resolve(params.device, params.precision)
-        with tags(*run_tags("train_retrieval"), f"model:{args.model}", f"variant:{args.variant}"):
-            train_retrieval(params, args.model, args.variant, args.augmented, args.store, args.word_vectors,
+        with tags(*run_tags("train_retrieval"), f"model:{args.model}", f"variant:{args.variant}", f"role:{args.role}"):
+            train_retrieval(params, args.model, args.variant, args.role, args.augmented, args.store, args.word_vectors,
                             args.mt_models, args.out, args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)

@@ -28,6 +28,7 @@ from retrieval.evaluation import Metrics
 from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
 from retrieval.registry import MODELS, build_model, make_config
+from retrieval.roles import PLACEHOLDERS, PRESETS, LanguageRole, ResolvedRole, check_role_name
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import VocabConfig, Vocabulary
 from settings.checks import SettingError, check_not_empty
@@ -49,9 +50,11 @@ class RetrievalConfig:
     """The `retrieval` section of params.yaml.
 
     Attributes:
-        models: Registry names; every model x variant is one training run.
+        models: Registry names; every model x variant x role is one training run.
         variants: Caption variants (`augment`'s output): none, mt_f, mt_fb, mmt_f, mmt_fb.
-        languages: Caption languages trained on and evaluated.
+        languages: The caption languages the runs draw on (a role's ``targets`` are those other than the pivot).
+        roles: Language roles, one run each: names of :data:`~retrieval.roles.PRESETS` or of ``custom_roles``.
+        custom_roles: Roles of your own, by name.
         train_kinds: Human caption kinds used for training (comparable: Multi30K task 2 style).
         configs: Model -> its config dataclass (fields not set keep the paper's defaults).
         vocab: The word vocabulary.
@@ -64,6 +67,8 @@ class RetrievalConfig:
     models: tuple[str, ...] = ("san",)
     variants: tuple[str, ...] = ("none",)
     languages: tuple[str, ...] = ("en",)
+    roles: tuple[str, ...] = ("all",)
+    custom_roles: dict[str, LanguageRole] = field(default_factory=dict)
     train_kinds: tuple[str, ...] = ("comparable",)
     configs: dict[str, Any] = field(default_factory=dict)
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -79,6 +84,25 @@ class RetrievalConfig:
                 raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {', '.join(MODELS)}")
         check_not_empty("variants", self.variants, "variant")
         check_not_empty("languages", self.languages, "language")
+        check_not_empty("roles", self.roles, "role")
+        for name in self.custom_roles:
+            check_role_name(f"custom_roles.{name}", name)
+            if name in PRESETS:
+                raise SettingError(f"custom_roles.{name}", f"a preset has this name; presets: {', '.join(PRESETS)}")
+            role = self.custom_roles[name]
+            train_codes = [selector.partition(":")[0] for selector in role.train]
+            for part, codes in (("train", train_codes), ("test", role.test)):
+                for index, code in enumerate(codes):
+                    if code not in (*PLACEHOLDERS, *self.languages):
+                        message = f"{code!r} is not one of retrieval.languages {list(self.languages)}"
+                        raise SettingError(f"custom_roles.{name}.{part}[{index}]", message)
+        known = [*PRESETS, *self.custom_roles]
+        for index, name in enumerate(self.roles):
+            if name not in known:
+                raise SettingError(f"roles[{index}]", f"unknown role {name!r}; known: {', '.join(known)}")
+        for name in self.objective.per_model:
+            if name not in MODELS:
+                raise SettingError(f"objective.per_model.{name}", f"unknown model; known: {', '.join(MODELS)}")
         for index, kind in enumerate(self.train_kinds):
             if kind not in ("comparable", "translation"):
                 raise SettingError(f"train_kinds[{index}]", f"got {kind!r}, allowed: comparable, translation")
@@ -96,6 +120,20 @@ class RetrievalConfig:
         for lang in self.vocab.fasttext:
             if lang not in self.languages:
                 raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")
+
+    def role(self, name: str, pivot: str) -> ResolvedRole:
+        """The language role ``name`` over concrete codes (``pivot``; ``targets``: the other ``languages``).
+
+        Raises:
+            SettingError: the role reaches a language that is not one of ``languages``.
+        """
+        role = self.custom_roles.get(name) or PRESETS[name]
+        resolved = role.resolve(pivot, self.languages)
+        for code in (*resolved.train_languages, *resolved.test):
+            if code not in self.languages:
+                raise SettingError(f"roles.{name}", f"reaches {code!r}, not one of retrieval.languages "
+                                                    f"{list(self.languages)}")  # fmt: skip
+        return resolved
 
     def model_config(self, name: str) -> Any:
         """The config dataclass of model ``name``: the configured one, or the paper's defaults."""
@@ -135,25 +173,33 @@ def as_caption(row: dict[str, Any]) -> Caption:
 
 
 def train_model(
-    config: RetrievalConfig, name: str, captions_path: Path, store_path: Path, word_vectors: Path, out_dir: Path, *,
-    seed: int, runtime: Runtime, on_epoch: Callable[[dict[str, object]], None] | None = None,
+    config: RetrievalConfig, name: str, role: ResolvedRole, captions_path: Path, store_path: Path, word_vectors: Path,
+    out_dir: Path, *, seed: int, runtime: Runtime, on_epoch: Callable[[dict[str, object]], None] | None = None,
 ) -> FitResult:  # fmt: skip
-    """Train model ``name`` on the variant at ``captions_path``; write ``out_dir/model.pt``."""
+    """Train model ``name`` on the captions of the variant at ``captions_path`` that ``role`` keeps; select the
+    epoch on the role's test languages; write ``out_dir/model.pt``.
+
+    Raises:
+        InputError: the role tests a language it has no training captions of in this variant.
+    """
     store = FeatureStore.open(store_path)
-    rows = read_captions(captions_path, split="train", languages=config.languages, kinds=None, human_only=False)
-    rows = [row for row in rows if row["origin"] != "human" or row["kind"] in config.train_kinds]
-    vocab = Vocabulary.build(((row["lang"], row["text"]) for row in rows), config.languages,
-                             min_count=config.vocab.min_count)  # fmt: skip
+    rows = training_rows(config, role, captions_path)
+    present = {row["lang"] for row in rows}
+    languages = tuple(lang for lang in role.train_languages if lang in present)
+    untrained = [lang for lang in role.test if lang not in present]
+    if untrained:
+        raise InputError(f"{captions_path}: no training captions of {', '.join(untrained)} that the role keeps "
+                         f"({_selectors(role)}), but it is tested on {', '.join(role.test)}")  # fmt: skip
+    vocab = Vocabulary.build(((row["lang"], row["text"]) for row in rows), languages, min_count=config.vocab.min_count)
     max_len = config.vocab.max_len
     train = encode_captions([as_caption(row) for row in rows], vocab, store.row_index, max_len=max_len,
                             source=f"{captions_path} (train)")  # fmt: skip
-    validation = _validation_sets(config, captions_path, vocab, store.row_index, train.type_names)
+    validation = _validation_sets(config, role.test, captions_path, vocab, store.row_index)
     model_config = config.model_config(name)
     torch.manual_seed(seed)
-    model = build_model(name, model_config, vocab_size=len(vocab), languages=len(config.languages),
-                        region_dim=store.dim)  # fmt: skip
+    model = build_model(name, model_config, vocab_size=len(vocab), languages=len(languages), region_dim=store.dim)
     load_word_vectors(model, vocab, config.vocab.fasttext, word_vectors)
-    loss = config.objective.for_model(model.default_loss)
+    loss = config.objective.for_model(name, model.default_loss)
     try:
         weights = loss.type_weights(train.type_names)
     except ValueError as error:
@@ -165,22 +211,36 @@ def train_model(
                  seed=seed, device=runtime.torch_device(), autocast=runtime.autocast(),
                  eval_batch_size=config.evaluation.batch_size, on_epoch=on_epoch)  # fmt: skip
     extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": result.history,
-             "store": str(store_path), "store_meta": store.meta, "loss": loss.kind}  # fmt: skip
+             "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
+             "train_selectors": _selectors(role)}  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     save_retrieval(out_dir / "model.pt", model, config=model_config, vocab=vocab, type_names=train.type_names,
                    type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip
     return result
 
 
-def _validation_sets(config: RetrievalConfig, captions_path: Path, vocab: Vocabulary, image_rows: Mapping[str, int],
-                     type_names: tuple[str, ...]) -> dict[str, CaptionSet]:  # fmt: skip
-    rows = read_captions(captions_path, split="val", languages=config.languages, kinds=None, human_only=True)
+def training_rows(config: RetrievalConfig, role: ResolvedRole, captions_path: Path) -> list[dict[str, Any]]:
+    """The train split's captions that ``role`` keeps (human ones of ``config.train_kinds`` only)."""
+    rows = read_captions(captions_path, split="train", languages=role.train_languages, kinds=None, human_only=False)
+    return [row for row in rows if role.keeps(row["lang"], row["origin"])
+            and (row["origin"] != "human" or row["kind"] in config.train_kinds)]  # fmt: skip
+
+
+def _selectors(role: ResolvedRole) -> str:
+    return ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
+
+
+def _validation_sets(config: RetrievalConfig, languages: tuple[str, ...], captions_path: Path, vocab: Vocabulary,
+                     image_rows: Mapping[str, int]) -> dict[str, CaptionSet]:  # fmt: skip
+    # Human captions, scored only: like test captions, their language type may be absent from training
+    # (de-human when a role discards it), so they get their own type list.
+    rows = read_captions(captions_path, split="val", languages=languages, kinds=None, human_only=True)
     kept = set(list(dict.fromkeys(row["image_id"] for row in rows))[: config.evaluation.val_images])
     rows = [row for row in rows if row["image_id"] in kept]
     source = f"{captions_path} (val)"
     return {lang: encode_captions(evaluation_captions(rows, lang, source=source), vocab, image_rows,
-                                  max_len=config.vocab.max_len, source=source, type_names=type_names)
-            for lang in config.languages}  # fmt: skip
+                                  max_len=config.vocab.max_len, source=source)
+            for lang in languages}  # fmt: skip
 
 
 def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str, str], folder: Path) -> None:
@@ -191,16 +251,18 @@ def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str
     if not tables:
         raise InputError(f"retrieval.vocab.fasttext is set, but model {type(model).__name__} has no word embedding")
     for lang, name in files.items():
+        if lang not in vocab.languages:  # a language this run does not train on
+            continue
         for table in tables:
             found = table.load_vectors(vocab.words_of(lang), folder / name)
         logger.info("%s: %d of %d words found in %s", lang, found, len(vocab.words_of(lang)), folder / name)
 
 
-def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureStore, evaluation: EvaluationConfig, *,
-               source: str, runtime: Runtime) -> dict[str, Any]:  # fmt: skip
-    """Test R@K per language of the model (``rows``: the test split's human captions)."""
+def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureStore, evaluation: EvaluationConfig,
+               languages: Sequence[str], *, source: str, runtime: Runtime) -> dict[str, Any]:  # fmt: skip
+    """Test R@K of the model per language of ``languages`` (``rows``: the test split's human captions)."""
     metrics: dict[str, Any] = {}
-    for lang in loaded.vocab.languages:
+    for lang in languages:
         captions = _test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
         result = evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
                           batch_size=evaluation.batch_size, autocast=runtime.autocast())  # fmt: skip

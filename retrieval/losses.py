@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from retrieval.model import LossKind
-from settings.checks import SettingError, check, check_range
+from settings.checks import SettingError, check, check_choice, check_range
 
 NEG_INF = float("-inf")
 DISTANCE_EPS = 1e-4  # EmbN's pdist: sqrt(|x - y|^2 + 1e-4)
@@ -45,6 +45,8 @@ class RankingLoss:
         beta: Eq. 9's beta_l per language type (``<lang>-<origin>``); empty: equal weights (:meth:`type_weights`).
         topk: K of ``topk`` (EmbN: 10).
         topk_margin: Margin of ``topk`` on Euclidean distances (EmbN/MULE: 0.05).
+        per_model: Model name -> its own kind, in place of ``kind`` (e.g. Eq. 9 for SCAN: ``{scan: harder}``);
+            the names are checked against the model registry by the retrieval settings.
     """
 
     kind: LossKind | Literal["auto"] = "harder"
@@ -52,8 +54,12 @@ class RankingLoss:
     beta: dict[str, float] = field(default_factory=dict)
     topk: int = 10
     topk_margin: float = 0.05
+    per_model: dict[str, LossKind | Literal["auto"]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_choice("kind", self.kind, LossKind | Literal["auto"])
+        for name, kind in self.per_model.items():
+            check_choice(f"per_model.{name}", kind, LossKind | Literal["auto"])
         check_range("margin", self.margin, 0.0, 10.0)
         for key, weight in self.beta.items():
             if not re.fullmatch(r"[a-z]{2}-(human|mt|mmt)", key) or weight < 0:
@@ -61,9 +67,11 @@ class RankingLoss:
         check_range("topk", self.topk, 1, 100_000)
         check(0.0 <= self.topk_margin <= 10.0, "topk_margin", self.topk_margin, "0 to 10")
 
-    def for_model(self, default: LossKind) -> RankingLoss:
-        """This loss with ``auto`` replaced by the model's own kind."""
-        return dataclasses.replace(self, kind=default) if self.kind == "auto" else self
+    def for_model(self, name: str, default: LossKind) -> RankingLoss:
+        """The loss model ``name`` trains with: its ``per_model`` kind or ``kind``, ``auto`` replaced by
+        ``default`` (the model's own)."""
+        kind = self.per_model.get(name, self.kind)
+        return dataclasses.replace(self, kind=default if kind == "auto" else kind, per_model={})
 
     def type_weights(self, type_names: Sequence[str]) -> list[float]:
         """beta_l per language type: the configured ones (types not named get 0), normalised; or equal weights.

@@ -1,7 +1,7 @@
 """Paper-style results tables from the retrieval metrics files, as Markdown and as a small HTML page.
 
-Rows are model x variant, columns R@1/5/10 of text->image and image->text per language, plus rsum (like
-Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and sampled synthesized captions next to
+Rows are model x variant x language role, columns R@1/5/10 of text->image and image->text per language, plus
+rsum (like Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and sampled synthesized captions next to
 their images.
 """
 
@@ -31,10 +31,18 @@ class Sample:
     captions: tuple[tuple[str, str], ...]  # (label, text)
 
 
-def split_run(name: str) -> tuple[str, str]:
-    """``san-mmt_f`` -> (``san``, ``mmt_f``)."""
-    model, _, variant = name.rpartition("-")
-    return model, variant
+def split_run(name: str) -> tuple[str, str, str]:
+    """``san-mmt_f-all`` -> (``san``, ``mmt_f``, ``all``): model, variant and role names have no hyphen."""
+    parts = name.split("-")
+    if len(parts) != 3:
+        raise ValueError(f"{name!r} is not a run name <model>-<variant>-<role>")
+    model, variant, role = parts
+    return model, variant, role
+
+
+def _run_order(name: str) -> tuple[str, int, str]:
+    model, variant, role = split_run(name)
+    return model, list(VARIANT_NAMES).index(variant) if variant in VARIANT_NAMES else len(VARIANT_NAMES), role
 
 
 def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -45,7 +53,7 @@ def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def results_markdown(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """One table per language (and per translate-search language), rows sorted by model then variant."""
+    """One table per language (and per translate-search language), rows sorted by model, variant, role."""
     lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed.", ""]
     for lang in languages_of(results):
         lines += [f"## {lang}", "", *_table({name: m[lang] for name, m in results.items() if lang in m}), ""]
@@ -57,12 +65,12 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _table(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    header = ["model", "variant", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum"]
+    header = ["model", "variant", "role", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name in sorted(rows, key=lambda n: (split_run(n)[0], list(VARIANT_NAMES).index(split_run(n)[1]))):
+    for name in sorted(rows, key=_run_order):
         metrics = rows[name]
-        model, variant = split_run(name)
-        cells = [model, VARIANT_NAMES.get(variant, variant)]
+        model, variant, role = split_run(name)
+        cells = [model, VARIANT_NAMES.get(variant, variant), role]
         cells += [f"{metrics[direction][f'r{k}']:.1f}" for direction in ("t2i", "i2t") for k in KS]
         cells.append(f"{metrics['rsum']:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -105,7 +113,7 @@ def _html_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _rsum_chart(rows: Mapping[str, Mapping[str, Any]]) -> str:
     """Horizontal bars of rsum (out of 600), one per run, as inline SVG."""
-    names = sorted(rows)
+    names = sorted(rows, key=_run_order)
     height = 22 * len(names) + 10
     bars = []
     for index, name in enumerate(names):

@@ -6,7 +6,7 @@ path of the dataclass, so an error in ``params.yaml`` reads ``mmt.pretrain.lr: g
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, Literal, get_args, get_origin
 
 
 class SettingError(ValueError):
@@ -31,8 +31,15 @@ def check(ok: bool, key: str, value: object, allowed: str) -> None:
 def check_choice(key: str, value: object, kind: Any) -> None:
     """``value`` is one of the ``Literal`` type ``kind``'s values (build checks these from YAML already;
     this catches a config constructed in code)."""
-    choices = get_args(kind)
+    choices = literal_values(kind)
     check(value in choices, key, value, ", ".join(map(str, choices)))
+
+
+def literal_values(kind: Any) -> tuple[object, ...]:
+    """The values of a ``Literal`` type, or of a union of them (``LossKind | Literal["auto"]``)."""
+    if get_origin(kind) is Literal:
+        return get_args(kind)
+    return tuple(value for option in get_args(kind) for value in literal_values(option))
 
 
 def check_range(key: str, value: float, low: float, high: float) -> None:

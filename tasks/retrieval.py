@@ -31,15 +31,17 @@ from retrieval.experiment import (
     translate_search,
 )
 from retrieval.report import results_html, results_markdown, sample_captions
+from retrieval.roles import ResolvedRole
 from settings.runtime import Runtime
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def train_retrieval_model(
-    config: RetrievalConfig, model_name: str, captions_path: str, store_path: str, word_vectors: str, out_dir: str,
-    seed: int, runtime: Runtime,
+    config: RetrievalConfig, model_name: str, role: ResolvedRole, captions_path: str, store_path: str,
+    word_vectors: str, out_dir: str, seed: int, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    """Train ``model_name`` on the variant at ``captions_path``; write ``out_dir/model.pt``; return its summary."""
+    """Train ``model_name`` on the variant at ``captions_path`` in ``role``; write ``out_dir/model.pt``; return its
+    summary."""
     logger = get_run_logger()
     progress = create_progress_artifact(progress=0.0, description=f"{model_name}: epochs done")
     assert isinstance(progress, UUID)  # the sync API inside a sync task returns the id itself
@@ -49,23 +51,24 @@ def train_retrieval_model(
         done = int(str(entry["epoch"])) + 1
         update_progress_artifact(artifact_id=progress, progress=100.0 * done / config.train.epochs)
 
-    result = train_model(config, model_name, Path(captions_path), Path(store_path), Path(word_vectors), Path(out_dir),
-                         seed=seed, runtime=runtime, on_epoch=on_epoch)  # fmt: skip
+    result = train_model(config, model_name, role, Path(captions_path), Path(store_path), Path(word_vectors),
+                         Path(out_dir), seed=seed, runtime=runtime, on_epoch=on_epoch)  # fmt: skip
     return {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "epochs": len(result.history)}
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def evaluate_retrieval_model(
-    config: RetrievalConfig, model_dir: str, captions_path: str, store_path: str, mt_models: str, metrics_path: str,
-    languages: tuple[str, ...], pivot: str, beam: int, runtime: Runtime,
+    config: RetrievalConfig, role: ResolvedRole, model_dir: str, captions_path: str, store_path: str, mt_models: str,
+    metrics_path: str, languages: tuple[str, ...], pivot: str, beam: int, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    """Test-split R@K per language (and translate-search), written to ``metrics_path`` in the SPEC schema."""
+    """Test-split R@K per test language of ``role`` (and translate-search), written to ``metrics_path`` in the
+    SPEC schema."""
     loaded = load_retrieval(Path(model_dir) / "model.pt", device=runtime.torch_device())
     store = FeatureStore.open(store_path)
     rows = read_captions(Path(captions_path), split="test", languages=languages, kinds=None, human_only=True)
     source = f"{captions_path} (test)"
-    metrics = test_model(loaded, rows, store, config.evaluation, source=source, runtime=runtime)
-    if config.translate_search.languages and pivot in loaded.vocab.languages:
+    metrics = test_model(loaded, rows, store, config.evaluation, role.test, source=source, runtime=runtime)
+    if config.translate_search.languages and pivot in role.test:
         searches = {}
         for lang in config.translate_search.languages:
             translate = _translator(mt_models, lang, pivot, beam, runtime)
@@ -74,7 +77,7 @@ def evaluate_retrieval_model(
         metrics["translate_search"] = searches
     metrics["protocol"] = config.evaluation.protocol
     write_json(metrics_path, metrics)
-    table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in loaded.vocab.languages]
+    table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in role.test]
     key = f"retrieval-{Path(model_dir).name}".replace("_", "-")
     create_table_artifact(key=key, table=table, description="Test split: R@K per language and direction")
     return metrics
@@ -95,7 +98,7 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_report(metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int) -> str:
-    """``results.md`` and ``index.html`` from every ``<model>-<variant>.json`` in ``metrics_dir``."""
+    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``."""
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")

@@ -249,3 +249,25 @@ def test_params_sections_are_library_configs(tree: dict[str, Any]) -> None:
     )
     assert type(params.retrieval.train) is RetrievalTrainConfig
     assert params.retrieval.train.clip == tree["retrieval"]["train"]["clip"]
+
+
+def test_check_params_lists_the_retrieval_runs_and_their_roles(
+    tree: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flows import cli
+
+    edited_tree = edited(edited(tree, "retrieval.roles", ["all", "pivot_only"]), "retrieval.models", ["san"])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited_tree))
+    cli.main(["check-params", "--params", str(tmp_path / "params.yaml")])
+    out = capsys.readouterr().out
+    assert "retrieval: 4 runs = models san x variants none, mmt_f x roles all, pivot_only" in out
+    assert "    all: trains on en, de; tested on en, de\n" in out
+    assert "    pivot_only: trains on en; tested on en\n" in out
+
+
+def test_a_role_beyond_the_retrieval_languages_is_a_params_error(tree: dict[str, Any]) -> None:
+    """`pivot` is en, which the runs do not draw on; with [en] alone, `all` is simply English."""
+    with pytest.raises(ParamsError, match=r"^params\.yaml: retrieval\.roles\.all: reaches 'en', not one of "):
+        parse_params(edited(tree, "retrieval.languages", ["de"]))
+    english = parse_params(edited(tree, "retrieval.languages", ["en"])).retrieval
+    assert english.role("all", "en").train == (("en", None),)

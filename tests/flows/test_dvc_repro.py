@@ -32,7 +32,7 @@ CODE = [
 ]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
 STAGES = ("generate", "prepare", "features", "train_mmt@de", "synthesize@de", "augment", "report")
-STAGES += tuple(f"train_retrieval@{model}-{variant}" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
+STAGES += tuple(f"train_retrieval@{model}-{variant}-all" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -75,8 +75,8 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert all(f"Stage '{stage}' didn't change, skipping" in second for stage in STAGES)
     metrics = run(["dvc", "metrics", "show", "--json"], root, env)
     assert "probe" in metrics and "colour" in metrics
-    assert "data/metrics/retrieval/san-mmt_f.json" in metrics and "rsum" in metrics
-    assert "| san | MMT(f) |" in (root / "data" / "reports" / "results.md").read_text()
+    assert "data/metrics/retrieval/san-mmt_f-all.json" in metrics and "rsum" in metrics
+    assert "| san | MMT(f) | all |" in (root / "data" / "reports" / "results.md").read_text()
 
     write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
     third = run([sys.executable, "-m", "flows.pipeline", "prepare"], root, env)  # dvc repro prepare, as a flow

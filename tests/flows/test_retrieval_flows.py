@@ -15,25 +15,32 @@ from tests.flows.conftest import TinyDataset
 pytestmark = pytest.mark.slow
 
 
-def run_stage(tiny_dataset: TinyDataset, trained: Path, model: str, variant: str) -> Path:
-    out, metrics = trained / "retrieval" / f"{model}-{variant}", trained / "metrics" / "retrieval"
-    train_retrieval.main(["--params", str(tiny_dataset.params), "--model", model, "--variant", variant,
+def run_stage(tiny_dataset: TinyDataset, trained: Path, model: str, variant: str, role: str = "all") -> Path:
+    name = f"{model}-{variant}-{role}"
+    out, metrics = trained / "retrieval" / name, trained / "metrics" / "retrieval"
+    train_retrieval.main(["--params", str(tiny_dataset.params), "--model", model, "--variant", variant, "--role", role,
                           "--augmented", str(trained / "augmented"), "--store", str(trained / "features" / "compact"),
                           "--word_vectors", str(trained / "word-vectors"), "--mt_models", str(trained / "models"),
-                          "--out", str(out), "--metrics", str(metrics / f"{model}-{variant}.json")])  # fmt: skip
+                          "--out", str(out), "--metrics", str(metrics / f"{name}.json")])  # fmt: skip
     return out
+
+
+ROLE_RUNS = ("san-mmt_f-discard_human_targets", "san-mmt_f-pivot_only")
 
 
 @pytest.fixture(scope="module")
 def runs(tiny_dataset: TinyDataset, trained: Path) -> dict[str, Path]:
-    """Every registered model on mmt_f, and SAN on none too."""
-    done = {f"{name}-mmt_f": run_stage(tiny_dataset, trained, name, "mmt_f") for name in MODELS}
-    done["san-none"] = run_stage(tiny_dataset, trained, "san", "none")
+    """Every registered model on mmt_f, SAN on none too, and SAN in two more language roles."""
+    done = {f"{name}-mmt_f-all": run_stage(tiny_dataset, trained, name, "mmt_f") for name in MODELS}
+    done["san-none-all"] = run_stage(tiny_dataset, trained, "san", "none")
+    for name in ROLE_RUNS:
+        model, variant, role = name.split("-")
+        done[name] = run_stage(tiny_dataset, trained, model, variant, role)
     return done
 
 
 def test_every_model_writes_metrics_in_the_spec_schema(runs: dict[str, Path], trained: Path) -> None:
-    for name in runs:
+    for name in (name for name in runs if name not in ROLE_RUNS):
         metrics = json.loads((trained / "metrics" / "retrieval" / f"{name}.json").read_text())
         for lang in ("en", "de"):
             entry = metrics[lang]
@@ -47,13 +54,28 @@ def test_every_model_writes_metrics_in_the_spec_schema(runs: dict[str, Path], tr
         assert metrics["en"]["t2i"]["r5"] == 100.0
         assert set(metrics["translate_search"]) == {"de"}
         checkpoint = torch.load(runs[name] / "model.pt", weights_only=True)
-        assert checkpoint["model"] == name.rsplit("-", 1)[0]
+        assert checkpoint["model"] == name.split("-")[0]
 
 
 def test_synthesized_captions_reach_training(runs: dict[str, Path]) -> None:
-    with_synthesis = torch.load(runs["san-mmt_f"] / "model.pt", weights_only=True)
-    without = torch.load(runs["san-none"] / "model.pt", weights_only=True)
+    with_synthesis = torch.load(runs["san-mmt_f-all"] / "model.pt", weights_only=True)
+    without = torch.load(runs["san-none-all"] / "model.pt", weights_only=True)
     assert "de-mmt" in with_synthesis["type_names"] and "de-mmt" not in without["type_names"]
+
+
+def test_language_roles_choose_what_a_run_trains_and_tests_on(runs: dict[str, Path], trained: Path) -> None:
+    """Table 4's role drops the human German captions but tests German; Table 5's English model tests English
+    only, with translate-search beside it."""
+    table4 = torch.load(runs["san-mmt_f-discard_human_targets"] / "model.pt", weights_only=True)
+    assert table4["type_names"] == ["de-mmt", "en-human"]
+    english = torch.load(runs["san-mmt_f-pivot_only"] / "model.pt", weights_only=True)
+    assert english["type_names"] == ["en-human"] and english["vocab"]["languages"] == ["en"]
+    metrics = trained / "metrics" / "retrieval"
+    assert set(json.loads((metrics / "san-mmt_f-discard_human_targets.json").read_text())) >= {"en", "de"}
+    english_metrics = json.loads((metrics / "san-mmt_f-pivot_only.json").read_text())
+    assert (
+        "de" not in english_metrics and "en" in english_metrics and set(english_metrics["translate_search"]) == {"de"}
+    )
 
 
 def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset) -> None:
@@ -63,8 +85,9 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
                  "--images", str(tiny_dataset.raw / "images"), "--out", str(out)])  # fmt: skip
     markdown = (out / "results.md").read_text()
     for name in MODELS:
-        assert f"| {name} | MMT(f) |" in markdown
-    assert "| san | - |" in markdown and "translate-search" in markdown
+        assert f"| {name} | MMT(f) | all |" in markdown
+    assert "| san | - | all |" in markdown and "translate-search" in markdown
+    assert "| san | MMT(f) | discard_human_targets |" in markdown and "| san | MMT(f) | pivot_only |" in markdown
     page = (out / "index.html").read_text()
     assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page
 
@@ -73,18 +96,18 @@ def test_search_cli_ranks_the_gallery_and_caches_it(
     runs: dict[str, Path], tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
 ) -> None:
     common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2"]
-    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f"]), "--lang", "de", *common])
+    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f-all"]), "--lang", "de", *common])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[0].split()[0] == "1" and lines[0].split()[2].startswith("syn")
     scores = [float(line.split()[1]) for line in lines]
     assert scores == sorted(scores, reverse=True)
-    assert (runs["san-mmt_f"] / "gallery-test.pt").is_file()
-    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f"]), "--lang", "de", "--json", *common])
+    assert (runs["san-mmt_f-all"] / "gallery-test.pt").is_file()
+    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f-all"]), "--lang", "de", "--json", *common])
     cached = json.loads(capsys.readouterr().out)
     assert [hit["score"] for hit in cached] == pytest.approx(scores, abs=1e-4)  # the table shows 4 decimals
-    cli.main(["search", "a red circle", "--model", str(runs["scan-mmt_f"]), "--lang", "en", *common])
+    cli.main(["search", "a red circle", "--model", str(runs["scan-mmt_f-all"]), "--lang", "en", *common])
     assert len(capsys.readouterr().out.splitlines()) == 2
-    assert not (runs["scan-mmt_f"] / "gallery-test.pt").exists()  # SCAN's image side depends on the query
+    assert not (runs["scan-mmt_f-all"] / "gallery-test.pt").exists()  # SCAN's image side depends on the query
 
 
 def test_search_cli_errors(
@@ -92,14 +115,14 @@ def test_search_cli_errors(
 ) -> None:
     common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images")]
     with pytest.raises(SystemExit):
-        cli.main(["search", "un cercle", "--model", str(runs["san-mmt_f"]), "--lang", "fr", *common])
+        cli.main(["search", "un cercle", "--model", str(runs["san-mmt_f-all"]), "--lang", "fr", *common])
     assert "trained on en, de" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.main(["search", " ", "--model", str(runs["san-mmt_f"]), "--lang", "en", *common])
+        cli.main(["search", " ", "--model", str(runs["san-mmt_f-all"]), "--lang", "en", *common])
     assert "has no words" in capsys.readouterr().err
 
 
-def test_unknown_model_and_variant_list_the_known_ones(
+def test_unknown_model_variant_and_role_list_the_known_ones(
     tiny_dataset: TinyDataset, trained: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
@@ -108,3 +131,8 @@ def test_unknown_model_and_variant_list_the_known_ones(
     with pytest.raises(SystemExit):
         run_stage(tiny_dataset, trained, "san", "mmt_x")
     assert "known: none, mt_f, mt_fb, mmt_f, mmt_fb" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_stage(tiny_dataset, trained, "san", "mmt_f", "table4")
+    assert "unknown language role 'table4'; known: all, discard_human_targets, pivot_test, pivot_only" in (
+        capsys.readouterr().err
+    )

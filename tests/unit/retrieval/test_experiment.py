@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
@@ -37,6 +39,7 @@ from retrieval.losses import RankingLoss
 from retrieval.mule import MULEConfig
 from retrieval.registry import MODELS
 from retrieval.report import Sample, sample_captions, thumbnail
+from retrieval.roles import ResolvedRole
 from retrieval.san import SANConfig
 from retrieval.scan import SCANConfig
 from retrieval.train import TrainConfig
@@ -127,9 +130,21 @@ def test_settings_errors_from_params_carry_the_section_path() -> None:
 
 def test_for_model_resolves_auto_only() -> None:
     auto = RankingLoss(kind="auto", margin=0.3, beta={"en-human": 1.0})
-    assert auto.for_model("topk") == RankingLoss(kind="topk", margin=0.3, beta={"en-human": 1.0})
+    assert auto.for_model("mule", "topk") == RankingLoss(kind="topk", margin=0.3, beta={"en-human": 1.0})
     harder = RankingLoss(kind="harder")
-    assert harder.for_model("topk") is harder
+    assert harder.for_model("mule", "topk") == harder
+
+
+def test_a_model_of_per_model_takes_its_own_kind() -> None:
+    """Eq. 9 for SCAN while every other model keeps its own (auto)."""
+    loss = RankingLoss(kind="auto", margin=0.3, per_model={"scan": "harder", "vsepp": "auto"})
+    assert loss.for_model("scan", "max_violation") == RankingLoss(kind="harder", margin=0.3)
+    assert loss.for_model("vsepp", "max_violation") == RankingLoss(kind="max_violation", margin=0.3)
+    assert loss.for_model("san", "harder") == RankingLoss(kind="harder", margin=0.3)
+    with pytest.raises(SettingError, match=r"^per_model\.scan: got 'hardest', allowed: harder, max_violation, sum, "):
+        RankingLoss(per_model={"scan": "hardest"})  # type: ignore[dict-item]
+    with pytest.raises(SettingError, match=r"^objective\.per_model\.clip: unknown model; known: san, "):
+        RetrievalConfig(objective=RankingLoss(per_model={"clip": "sum"}))
 
 
 def test_auto_refuses_to_be_called() -> None:
@@ -337,7 +352,16 @@ class Run:
     epochs: list[dict[str, object]]
 
 
-def _train(data: Data, folder: Path, monkeypatch: pytest.MonkeyPatch, config: RetrievalConfig = CONFIG) -> Run:
+ALL = CONFIG.role("all", "en")
+
+
+def _train(
+    data: Data,
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    config: RetrievalConfig = CONFIG,
+    role: ResolvedRole = ALL,
+) -> Run:
     """train_model with retrieval.experiment.fit wrapped to record what it was given."""
     calls: list[dict[str, Any]] = []
     real_fit = experiment.fit
@@ -351,6 +375,7 @@ def _train(data: Data, folder: Path, monkeypatch: pytest.MonkeyPatch, config: Re
     result = train_model(
         config,
         "san",
+        role,
         data.captions,
         data.store,
         folder / "vectors",
@@ -393,7 +418,7 @@ def test_validation_takes_the_first_val_images_per_language(run: Run) -> None:
     assert list(validation) == ["en", "de"]
     assert validation["en"].caption_ids == ("v0#en#c0", "v1#en#c0", "v2#en#c0")  # val_images 3; comparable only
     assert validation["de"].caption_ids == ("v0#de#c0", "v1#de#c0", "v2#de#c0")
-    assert validation["de"].type_names == call["train"].type_names
+    assert validation["de"].type_names == ("de-human",)  # scored only: its own types, as the test split
 
 
 def test_model_file_holds_vocabulary_types_and_history(run: Run, loaded: LoadedModel, data: Data) -> None:
@@ -428,10 +453,44 @@ def test_configured_beta_weights_reach_the_loss(data: Data, tmp_path: Path, monk
     assert call["loss"].kind == "sum" and call["type_weights"].tolist() == [0.0, 0.25, 0.75]
 
 
+@pytest.mark.parametrize(
+    ("role", "kept", "validated"),
+    [
+        ("discard_human_targets", ("en#c0", "en#c1", "de#mmt"), ["en", "de"]),  # Table 4
+        ("pivot_test", ("en#c0", "en#c1", "de#mmt"), ["en"]),  # Tables 1-3
+        ("pivot_only", ("en#c0", "en#c1"), ["en"]),  # Table 5's English-only model
+    ],
+)
+def test_a_role_chooses_training_captions_and_validation_languages(
+    data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str, kept: tuple[str, ...], validated: list[str]
+) -> None:
+    config = dataclasses.replace(CONFIG, train=TrainConfig(epochs=1, batch_size=8))
+    (call,) = _train(data, tmp_path, monkeypatch, config, CONFIG.role(role, "en")).fit_calls
+    train: CaptionSet = call["train"]
+    assert set(train.caption_ids) == {f"{image_id}#{suffix}" for image_id in SPLIT_IDS["train"] for suffix in kept}
+    assert list(call["validation"]) == validated
+    loaded = load_retrieval(tmp_path / "model.pt", device=torch.device("cpu"), expect_model="san")
+    assert loaded.extra["test_languages"] == validated
+    languages = ("en",) if role == "pivot_only" else ("en", "de")  # de: only its synthesized captions
+    assert loaded.vocab.languages == languages
+
+
+def test_a_role_tested_on_a_language_it_never_trains_on_stops_before_training(data: Data, tmp_path: Path) -> None:
+    """A `none` variant has no synthesized de captions, so Table 4's role has nothing to learn de from."""
+    human_only = tmp_path / "none.parquet"
+    table = pq.read_table(data.captions)
+    pq.write_table(table.filter(pc.equal(table["origin"], "human")), human_only)
+    role = CONFIG.role("discard_human_targets", "en")
+    with pytest.raises(InputError, match=r"none\.parquet: no training captions of de that the role keeps "
+                       r"\(en, de:synthetic\), but it is tested on en, de$"):  # fmt: skip
+        train_model(CONFIG, "san", role, human_only, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
+    assert not (tmp_path / "model.pt").exists()
+
+
 def test_beta_without_a_training_type_stops_before_training(data: Data, tmp_path: Path) -> None:
     config = dataclasses.replace(CONFIG, objective=RankingLoss(beta={"fr-mt": 1.0}))
     with pytest.raises(InputError, match=r"gives no weight to the training types \['de-human', 'de-mmt', 'en-human'\]"):
-        train_model(config, "san", data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
+        train_model(config, "san", ALL, data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
     assert not (tmp_path / "model.pt").exists()
 
 
@@ -461,13 +520,22 @@ def _test_captions(lang: str) -> list[Caption]:
 
 def test_test_model_scores_each_language_of_the_model(loaded: LoadedModel, data: Data) -> None:
     store = FeatureStore.open(data.store)
-    metrics = score_test_split(loaded, _test_rows(data), store, EvaluationConfig(), source="test", runtime=CPU)
-    assert list(metrics) == ["en", "de"]  # not fr: the model has no fr words
+    metrics = score_test_split(
+        loaded, _test_rows(data), store, EvaluationConfig(), ("en", "de"), source="test", runtime=CPU
+    )
+    assert list(metrics) == ["en", "de"]
     for lang in ("en", "de"):
         assert metrics[lang] == _reference(loaded, store, _test_captions(lang))
     folded = score_test_split(
-        loaded, _test_rows(data), store, EvaluationConfig(protocol="folds", fold_images=4), source="test", runtime=CPU
+        loaded,
+        _test_rows(data),
+        store,
+        EvaluationConfig(protocol="folds", fold_images=4),
+        ("en",),
+        source="t",
+        runtime=CPU,
     )
+    assert list(folded) == ["en"]
     assert folded["en"]["folds"] == 2
     assert folded["en"] == _reference(loaded, store, _test_captions("en"), fold_images=4)
 
@@ -476,7 +544,13 @@ def test_test_model_names_a_missing_language(loaded: LoadedModel, data: Data) ->
     rows = [row for row in _test_rows(data) if row["lang"] != "de"]
     with pytest.raises(InputError, match=r"^test split: no 'de' captions"):
         score_test_split(
-            loaded, rows, FeatureStore.open(data.store), EvaluationConfig(), source="test split", runtime=CPU
+            loaded,
+            rows,
+            FeatureStore.open(data.store),
+            EvaluationConfig(),
+            ("en", "de"),
+            source="test split",
+            runtime=CPU,
         )
 
 
@@ -502,7 +576,7 @@ def test_translate_search_with_identity_is_the_direct_search(loaded: LoadedModel
         source="test",
         runtime=CPU,
     )
-    direct = score_test_split(loaded, rows, store, EvaluationConfig(), source="test", runtime=CPU)["en"]
+    direct = score_test_split(loaded, rows, store, EvaluationConfig(), ("en",), source="test", runtime=CPU)["en"]
     assert searched == direct
     assert calls == [[caption.text for caption in _test_captions("en")]]
 
