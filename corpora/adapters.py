@@ -17,7 +17,6 @@ from corpora.multi30k import Multi30kConfig, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
 from corpora.wmt import ParallelConfig
-from settings.checks import check
 
 # reader(config, source, image_root, languages, dataset): image_root None leaves image sizes null
 Reader = Callable[[Any, Path, Path | None, Languages, str], Corpus]
@@ -73,11 +72,9 @@ def read_corpus(
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """The `prepare` section of params.yaml: which adapter reads the dataset, and every adapter's settings.
+    """The `prepare` section of params.yaml: every adapter's settings, shared by the corpora read with it.
 
     Attributes:
-        format: A name of :data:`ADAPTERS`; the field of the same name holds its settings.
-        dataset: Name written to images.parquet's ``dataset`` column.
         read_image_sizes: Open every image header for width/height (false: text-only, sizes null).
         multi30k: Settings of the multi30k adapter.
         karpathy: Settings of the karpathy adapter.
@@ -85,18 +82,14 @@ class PrepareConfig:
         parallel: The text-only parallel corpus (MT pre-training).
     """
 
-    format: str = "multi30k"
-    dataset: str = "multi30k"
     read_image_sizes: bool = True
     multi30k: Multi30kConfig = field(default_factory=Multi30kConfig)
     karpathy: KarpathyConfig = field(default_factory=KarpathyConfig)
     scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
-    def __post_init__(self) -> None:
-        check(self.format in ADAPTERS, "format", self.format, ", ".join(ADAPTERS))
-
-    @property
-    def adapter_config(self) -> object:
-        """The settings of the adapter ``format`` names."""
-        return getattr(self, self.format)
+    def adapter_config(self, format: str) -> object:
+        """The settings of the adapter ``format`` (a name of :data:`ADAPTERS`)."""
+        if format not in ADAPTERS:
+            raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(ADAPTERS)}")
+        return getattr(self, format)

@@ -49,6 +49,23 @@ def read_prepared(prepared_dir: str | os.PathLike[str]) -> Corpus:
     return Corpus(images=images, captions=captions, parallel=parallel)
 
 
+def write_parallel_tables(parallel: Mapping[str, pa.Table], out_dir: str | os.PathLike[str]) -> None:
+    """Validate the text-only corpus's tables, then replace ``out_dir`` with ``<src>-<tgt>.parquet`` files."""
+    for name, table in parallel.items():
+        tables.validate_parallel(table, source=f"parallel {name}")
+    with atomic_dir(out_dir) as tmp:
+        for name, table in sorted(parallel.items()):
+            tables.write_parquet(table, tmp / f"{name}.parquet")
+
+
+def read_parallel_tables(parallel_dir: str | os.PathLike[str]) -> dict[str, pa.Table]:
+    """The text-only corpus written by :func:`write_parallel_tables`: ``"<src>-<tgt>"`` -> table."""
+    root = Path(parallel_dir)
+    if not root.is_dir():
+        raise InputError(f"{root}: prepared parallel folder not found (run the prepare_parallel stage first)")
+    return {path.stem: tables.read_parallel(path) for path in sorted(root.glob("*.parquet"))}
+
+
 def count_captions(corpus: Corpus) -> list[dict[str, object]]:
     """Per split and language: images, comparable captions, translation captions."""
     images, captions = corpus.images, corpus.captions
@@ -70,10 +87,10 @@ def count_captions(corpus: Corpus) -> list[dict[str, object]]:
     return rows
 
 
-def count_parallel(corpus: Corpus) -> list[dict[str, object]]:
+def count_parallel(parallel: Mapping[str, pa.Table]) -> list[dict[str, object]]:
     """Per language pair and split: sentence pairs of the text-only corpus."""
     rows: list[dict[str, object]] = []
-    for name, table in sorted(corpus.parallel.items()):
+    for name, table in sorted(parallel.items()):
         for split in pc.unique(table.column("split")).to_pylist():
             rows.append({"pair": name, "split": split, "pairs": pc.sum(pc.equal(table.column("split"), split)).as_py()})
     return rows

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from corpora.io import InputError
-from corpora.prepared import count_captions, count_parallel, read_prepared
+from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
 from flows.params import ParamsError, load_params
 
 
@@ -19,7 +19,11 @@ def check_params(args: argparse.Namespace) -> None:
     params = load_params(args.params)
     print(f"{args.params}: valid")
     print(f"  languages: {', '.join(params.languages.all)} (pivot {params.languages.pivot})")
-    print(f"  dataset:   {params.prepare.format} format from {params.paths.source}")
+    for name, corpus in params.corpora.items():
+        print(f"  corpus {name}: {corpus.format} format from {corpus.source}, images in {corpus.images}")
+    roles = params.corpus_roles
+    print(f"  corpus roles: MMT pre-trained on {params.paths.parallel}, fine-tuned on {roles.mmt_finetune}; "
+          f"target (augmented, retrieval) {roles.target}")  # fmt: skip
     print(f"  device:    {params.device}, precision {params.precision}, seed {params.seed}")
     retrieval = params.retrieval
     runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
@@ -32,12 +36,28 @@ def check_params(args: argparse.Namespace) -> None:
 
 
 def inspect(args: argparse.Namespace) -> None:
-    corpus = read_prepared(args.prepared)
-    for rows in (count_captions(corpus), count_parallel(corpus)):
-        _print_rows(rows)
+    """One prepared corpus folder, or every corpus (and the parallel text) under a prepared root."""
+    root = Path(args.prepared)
+    if (root / "images.parquet").is_file():
+        _inspect_corpus(root, args.samples)
+        return
+    corpora = sorted(path.parent for path in root.glob("*/images.parquet"))
+    if not corpora and not (root / "parallel").is_dir():
+        raise InputError(f"{root}: no prepared corpus here (run `dvc repro prepare` first)")
+    for folder in corpora:
+        print(f"== {folder.name}")
+        _inspect_corpus(folder, args.samples)
+    if (root / "parallel").is_dir():
+        print("== parallel")
+        _print_rows(count_parallel(read_parallel_tables(root / "parallel")))
+
+
+def _inspect_corpus(folder: Path, samples: int) -> None:
+    corpus = read_prepared(folder)
+    _print_rows(count_captions(corpus))
     captions = corpus.captions
     for lang in sorted(pc.unique(captions.column("lang")).to_pylist()):
-        sample = captions.filter(pc.equal(captions.column("lang"), lang)).slice(0, args.samples)
+        sample = captions.filter(pc.equal(captions.column("lang"), lang)).slice(0, samples)
         for caption_id, text in zip(
             sample.column("caption_id").to_pylist(), sample.column("text").to_pylist(), strict=True
         ):
@@ -129,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--params", default="params.yaml")
     check.set_defaults(run=check_params)
     show = commands.add_parser("inspect", help="validate a prepared folder and print its counts and samples")
-    show.add_argument("prepared", nargs="?", default="data/prepared")
+    show.add_argument("prepared", nargs="?", default="data/prepared", help="a prepared corpus, or the root of all")
     show.add_argument("--samples", type=int, default=3, help="captions shown per language")
     show.set_defaults(run=inspect)
     trans = commands.add_parser("translate", help="translate sentences with a trained (M)MT model")
@@ -150,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     find.add_argument("-k", type=int, default=5, help="how many images to list (default 5)")
     find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
     find.add_argument("--store", help="FeatureStore folder (default: the one the model was trained with)")
-    find.add_argument("--prepared", default="data/prepared", help="prepared folder with images.parquet")
+    find.add_argument("--prepared", default="data/prepared/synthetic", help="the prepared corpus (images.parquet)")
     find.add_argument("--images", default="data/raw/synthetic/images", help="image folder the paths are under")
     find.add_argument("--json", action="store_true", help="print JSON instead of a table")
     find.add_argument("--device", default="cpu")

@@ -10,13 +10,15 @@ pass it the typed pieces it needs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from corpora.adapters import PrepareConfig
+from corpora.adapters import ADAPTERS, PrepareConfig
+from corpora.io import InputError
 from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
 from features.extractors import FeaturesConfig
@@ -25,7 +27,7 @@ from mmt.synthesis import SynthesisConfig
 from mmt.systems import SystemsConfig
 from retrieval.experiment import RetrievalConfig
 from settings.build import build
-from settings.checks import SettingError, check, check_range
+from settings.checks import SettingError, check, check_not_empty, check_range
 from settings.runtime import Precision, check_device
 
 
@@ -36,13 +38,10 @@ class ParamsError(ValueError):
 @dataclass(frozen=True)
 class Paths:
     synthetic: str  # where the `generate` stage writes the built-in dataset
-    source: str  # what `prepare` reads: a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
-    images: str  # the image folder; images.parquet paths are relative to it
-    parallel: str  # text-only parallel corpus folder: <pivot>-<target>/<split>.<lang>[.gz|.sgm]
-    prepared: str  # canonical tables (output of `prepare`)
-    boxes: str  # given boxes per image (+ object/attribute labels): the generator's objects.parquet
+    parallel: str  # text-only parallel corpus folder (MMT pre-training): <pivot>-<target>/<split>.<lang>[.gz|.sgm]
+    prepared: str  # canonical tables: <prepared>/<corpus>/ per corpus, <prepared>/parallel/ for the text-only one
     feature_inputs: str  # what you hold for `features`: detector checkpoints, SCAN *_ims.npy, bottom-up TSV files
-    features: str  # FeatureStores, one folder per extractor: <features>/<extractor>/
+    features: str  # FeatureStores, one folder per corpus and extractor: <features>/<corpus>/<extractor>/
     work: str  # resumable intermediate work (finished shards of an interrupted run); not versioned
     metrics: str  # metrics files, one folder per family
     models: str  # trained models: <models>/mmt/<system>-<src>-<tgt>/
@@ -51,6 +50,34 @@ class Paths:
     augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
     word_vectors: str  # FastText .vec files you hold for retrieval.vocab.fasttext
     reports: str  # results.md and index.html
+
+
+CORPUS_NAME = re.compile(r"[a-z][a-z0-9_]*")
+RESERVED_CORPUS_NAMES = ("parallel",)  # <prepared>/parallel holds the text-only corpus
+
+
+@dataclass(frozen=True)
+class CorpusParams:
+    """One image-caption corpus of the experiment (an entry of `corpora`), prepared once into
+    ``<paths.prepared>/<name>/`` and featurized into ``<paths.features>/<name>/<extractor>/``."""
+
+    format: str  # the adapter that reads it: multi30k | karpathy | scan (its settings: prepare.<format>)
+    dataset: str  # name written to images.parquet's `dataset` column
+    source: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
+    images: str  # the image folder; images.parquet paths are relative to it
+    boxes: str  # given boxes per image (+ object/attribute labels), read when features.regions.mode is given
+
+    def __post_init__(self) -> None:
+        check(self.format in ADAPTERS, "format", self.format, ", ".join(ADAPTERS))
+
+
+@dataclass(frozen=True)
+class CorpusRoles:
+    """Which corpus each part of the method uses (Huang et al. 2020 section 4.2: the MMT learns on Multi30K,
+    then augments Flickr30K or MS-COCO). The MMT is pre-trained on the text-only corpus at `paths.parallel`."""
+
+    mmt_finetune: str  # whose translation captions (with images) fine-tune the MMT and the text-only MT system
+    target: str  # whose pivot captions are synthesized, and whose splits retrieval trains, validates and tests on
 
 
 @dataclass(frozen=True)
@@ -74,6 +101,8 @@ class Params:
     precision: Precision
     languages: Languages
     paths: Paths
+    corpora: dict[str, CorpusParams]
+    corpus_roles: CorpusRoles
     runner: RunnerParams
     generate: SyntheticConfig
     prepare: PrepareConfig
@@ -82,9 +111,22 @@ class Params:
     synthesis: SynthesisConfig
     retrieval: RetrievalConfig
 
+    def corpus(self, name: str) -> CorpusParams:
+        """The corpus ``name`` of `corpora`; an InputError lists the configured ones."""
+        if name not in self.corpora:
+            raise InputError(f"unknown corpus {name!r}; params.yaml corpora: {', '.join(self.corpora)}")
+        return self.corpora[name]
+
     def __post_init__(self) -> None:
         check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
         check_device("device", self.device)
+        check_not_empty("corpora", self.corpora, "corpus")
+        for name in self.corpora:
+            check(CORPUS_NAME.fullmatch(name) is not None and name not in RESERVED_CORPUS_NAMES, f"corpora.{name}",
+                  name, "lowercase letters, digits and _, not " + ", ".join(RESERVED_CORPUS_NAMES))  # fmt: skip
+        for role in ("mmt_finetune", "target"):
+            name = getattr(self.corpus_roles, role)
+            check(name in self.corpora, f"corpus_roles.{role}", name, f"a name of corpora: {', '.join(self.corpora)}")
         languages = self.languages
         for index, target in enumerate(self.mmt.targets):
             allowed = f"one of languages.targets {list(languages.targets)}"

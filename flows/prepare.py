@@ -1,45 +1,41 @@
-"""Stage `prepare`: canonical image, caption and parallel-text tables from the configured dataset."""
+"""Stage `prepare@<corpus>`: canonical image and caption tables of one corpus of `corpora`."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 
 from prefect import flow, tags
 
 from corpora.adapters import PrepareConfig
 from corpora.languages import Languages
-from corpora.prepared import count_captions, count_parallel
-from flows.params import Params
+from corpora.prepared import count_captions
+from flows.params import CorpusParams, Params
 from flows.stage import run_stage, run_tags, stage_parser
-from tasks.data import publish_counts, read_captioned_images, read_parallel_text, write_prepared_tables
+from tasks.data import publish_counts, read_captioned_images, write_prepared_tables
 
 
 @flow(name="prepare", log_prints=True, persist_result=False)
-def prepare(
-    config: PrepareConfig, languages: Languages, source: str, images: str, parallel: str, out: str
-) -> list[dict[str, object]]:
-    image_root = images if config.read_image_sizes else None
-    corpus = read_captioned_images(config.format, config.adapter_config, source, image_root, languages, config.dataset)
-    corpus = dataclasses.replace(corpus, parallel=read_parallel_text(config.parallel, languages, parallel))
-    write_prepared_tables(corpus, out)
-    counts = count_captions(corpus)
-    publish_counts(counts, key="prepare-counts", description="Prepared captions per split and language")
-    publish_counts(count_parallel(corpus), key="prepare-parallel", description="Parallel sentence pairs")
+def prepare(config: PrepareConfig, corpus: CorpusParams, languages: Languages, out: str) -> list[dict[str, object]]:
+    image_root = corpus.images if config.read_image_sizes else None
+    read = read_captioned_images(corpus.format, config.adapter_config(corpus.format), corpus.source, image_root,
+                                 languages, corpus.dataset)  # fmt: skip
+    write_prepared_tables(read, out)
+    counts = count_captions(read)
+    publish_counts(counts, key=f"prepare-{corpus.dataset}-counts".replace("_", "-"),
+                   description=f"{corpus.dataset}: prepared captions per split and language")  # fmt: skip
     return counts
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("prepare", __doc__ or "")
-    parser.add_argument("--source", required=True, help="dataset to read (paths.source)")
-    parser.add_argument("--images", required=True, help="image folder (paths.images)")
-    parser.add_argument("--parallel", required=True, help="text-only parallel corpus folder (paths.parallel)")
-    parser.add_argument("--out", required=True, help="output folder (paths.prepared)")
+    parser.add_argument("--corpus", required=True, help="a name of `corpora` in params.yaml")
+    parser.add_argument("--out", required=True, help="output folder (<paths.prepared>/<corpus>)")
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        with tags(*run_tags("prepare")):
-            prepare(params.prepare, params.languages, args.source, args.images, args.parallel, args.out)
+        corpus = params.corpus(args.corpus)
+        with tags(*run_tags("prepare"), f"corpus:{args.corpus}"):
+            prepare(params.prepare, corpus, params.languages, args.out)
 
     run_stage(parser, argv, body)
 

@@ -1,8 +1,8 @@
 """Stage `report`: paper-style tables of every retrieval run (results.md) and a page with plots and samples.
 
-Rows are model x variant, columns R@K per direction and language (and translate-search), from the metrics
-files the `train_retrieval@<model>-<variant>` stages wrote; `index.html` adds an rsum chart and synthesized
-captions next to their images.
+Rows are model x variant x role, columns R@K per direction and language (and translate-search), from the
+metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote; `index.html` adds an rsum chart and
+synthesized captions next to the target corpus's images.
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ def report(metrics: str, augmented: str, prepared: str, images: str, out: str) -
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("report", __doc__ or "")
-    for name in ("metrics", "augmented", "prepared", "images", "out"):
+    for name in ("metrics", "augmented", "prepared", "out"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--corpus", required=True, help="the target corpus (corpus_roles.target): its images")
 
     def body(args: argparse.Namespace, params: Params) -> None:
+        images = params.corpus(args.corpus).images
         with tags(*run_tags("report")):
-            report(args.metrics, args.augmented, args.prepared, args.images, args.out)
+            report(args.metrics, args.augmented, args.prepared, images, args.out)
 
     run_stage(parser, argv, body)
 

@@ -1,7 +1,8 @@
 """Stage `train_mmt@<target>`: the pivot->target and target->pivot systems of one language pair.
 
 For each direction: subword vocabularies; text-only pre-training on the parallel corpus (`pretrain.pt`);
-multimodal fine-tuning with region features on the translation captions (`mmt-<src>-<tgt>/finetune.pt`);
+multimodal fine-tuning with region features on the translation captions of the corpus in
+`corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.pt`);
 the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.pt`);
 BLEU/chrF of both on the test captions.
 """
@@ -9,13 +10,14 @@ BLEU/chrF of both on the test captions.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
-from corpora.prepared import read_prepared
+from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
@@ -27,11 +29,12 @@ from tasks.mmt import pretrain_direction, test_translation_system, train_subword
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
 def train_mmt(
-    config: SystemsConfig, pivot: str, target: str, prepared: str, store: str, models: str, mt_models: str,
-    metrics: str, seed: int, runtime: Runtime,
+    config: SystemsConfig, pivot: str, target: str, prepared: str, parallel: str, store: str, models: str,
+    mt_models: str, metrics: str, seed: int, runtime: Runtime,
 ) -> list[dict[str, object]]:  # fmt: skip
     region_dim = FeatureStore.open(store).dim
-    corpus = read_prepared(prepared)  # once for both directions
+    # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
+    corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
     rows: list[dict[str, object]] = []
     for src, tgt in ((pivot, target), (target, pivot)):
         data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
@@ -54,14 +57,17 @@ def train_mmt(
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("train_mmt", __doc__ or "")
     parser.add_argument("--target", required=True, help="target language (one of mmt.targets)")
-    for name in ("prepared", "store", "models", "mt_models", "metrics"):
+    parser.add_argument("--prepared", required=True, help="the fine-tuning corpus (corpus_roles.mmt_finetune)")
+    parser.add_argument("--parallel", required=True, help="the prepared text-only corpus (<paths.prepared>/parallel)")
+    parser.add_argument("--store", required=True, help="the fine-tuning corpus's FeatureStore")
+    for name in ("models", "mt_models", "metrics"):
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
         runtime = Runtime.resolve(params.device, params.precision)
         with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
-            train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.store, args.models,
-                      args.mt_models, args.metrics, params.seed, runtime)  # fmt: skip
+            train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,
+                      args.models, args.mt_models, args.metrics, params.seed, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

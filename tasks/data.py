@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from corpora.adapters import read_corpus
 from corpora.languages import Languages
-from corpora.prepared import Corpus, write_prepared
+from corpora.prepared import Corpus, write_parallel_tables, write_prepared
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
 from corpora.wmt import ParallelConfig, read_parallel_corpus
 
@@ -63,9 +63,16 @@ def read_parallel_text(config: ParallelConfig, languages: Languages, parallel_di
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_prepared_tables(corpus: Corpus, out_dir: str) -> None:
-    """Validate and atomically write images, captions and parallel tables to ``out_dir``."""
+    """Validate and atomically write the images and captions tables to ``out_dir``."""
     write_prepared(corpus, out_dir)
     get_run_logger().info("Wrote prepared tables to %s", out_dir)
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def write_parallel_text(parallel: dict[str, pa.Table], out_dir: str) -> None:
+    """Validate and atomically write the text-only corpus's tables to ``out_dir``."""
+    write_parallel_tables(parallel, out_dir)
+    get_run_logger().info("Wrote %d parallel tables to %s", len(parallel), out_dir)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

@@ -52,7 +52,11 @@ def test_edit_is_applied(tree: dict[str, Any]) -> None:
         ("generate.image_size", 16, r"generate\.image_size: got 16, allowed: 64 to 4096"),
         ("precision", "fp8", r"precision: got 'fp8', allowed: fp32, bf16, fp16"),
         ("device", "tpu", r"device: got 'tpu', allowed: auto, cpu, cuda, cuda:<index>"),
-        ("prepare.format", "json", r"prepare\.format: got 'json', allowed: multi30k, karpathy, scan"),
+        (
+            "corpora.synthetic.format",
+            "json",
+            r"corpora\.synthetic\.format: got 'json', allowed: multi30k, karpathy, scan",
+        ),
         ("prepare.read_image_sizes", "yes", r"prepare\.read_image_sizes: expected true or false, got 'yes'"),
         ("languages.targets", ["de", "xx"], r"languages\.targets\[1\]: got 'xx', allowed: an ISO 639-1"),
         ("languages.targets", ["de", "en"], r"languages: a language is listed twice"),
@@ -95,16 +99,18 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str, Any]) -> None:
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     for name, stage in stages.items():
-        if "foreach" in stage:  # one stage per item of a params list, e.g. train_mmt@de
-            section, key = stage["foreach"].strip("${}").split(".")
-            assert isinstance(tree[section][key], list), f"stage {name} fans out over {stage['foreach']}"
+        if "foreach" in stage:  # one stage per item of a params list or mapping, e.g. train_mmt@de, prepare@<corpus>
+            node: Any = tree
+            for part in stage["foreach"].strip("${}").split("."):
+                node = node[part]
+            assert isinstance(node, list | dict) and node, f"stage {name} fans out over {stage['foreach']}"
             stage = stage["do"]
         assert stage["cmd"].startswith(f"python -m flows.{name} "), name
         module = importlib.import_module(f"flows.{name}")
         assert callable(module.main)
         for entry in stage.get("params", []):
-            node: Any = tree
-            for part in entry.split("."):
+            node = tree
+            for part in entry.replace("${key}", "synthetic").split("."):
                 assert part in node, f"stage {name} lists params {entry!r} that params.yaml lacks"
                 node = node[part]
         text = yaml.safe_dump(stage)
@@ -170,7 +176,11 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("features.regions", {"mode": "adaptive", "min_count": 20, "max_count": 10}, r"regions\.max_count: got 10"),
         ("synthesis.kinds", [], r"synthesis\.kinds: at least one kind of caption"),
         ("runner", {"kind": "dask", "max_workers": 1, "address": None}, r"runner\.address: missing: runner kind dask"),
-        ("prepare.format", "coco", r"prepare\.format: got 'coco', allowed: multi30k, karpathy, scan"),
+        (
+            "corpora.synthetic.format",
+            "coco",
+            r"corpora\.synthetic\.format: got 'coco', allowed: multi30k, karpathy, scan",
+        ),
         ("prepare.karpathy.captions_per_image", 0, r"prepare\.karpathy\.captions_per_image: got 0, allowed: 1 to 20"),
         ("retrieval.translate_search.languages", ["de"], None),  # valid: en (the pivot) is in retrieval.languages
     ],
@@ -211,12 +221,13 @@ def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
 
 def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> None:
     """The params reader composes the components' own config dataclasses: the only dataclasses defined in
-    flows/ are the pipeline's own (Params, paths, task runner); everything else is a library config."""
+    flows/ are the pipeline's own (Params, paths, corpora and their roles, task runner); everything else is a
+    library config."""
     from flows.params import Params
 
     reachable = _dataclasses_reachable_from(Params, set())
     in_flows = {kind.__name__ for kind in reachable if kind.__module__.startswith("flows.")}
-    assert in_flows == {"Params", "Paths", "RunnerParams"}
+    assert in_flows == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams"}
     owners = {kind.__module__.split(".")[0] for kind in reachable} - {"flows"}
     assert owners <= {"settings", "corpora", "features", "mmt", "retrieval"}
     assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
@@ -271,3 +282,40 @@ def test_a_role_beyond_the_retrieval_languages_is_a_params_error(tree: dict[str,
         parse_params(edited(tree, "retrieval.languages", ["de"]))
     english = parse_params(edited(tree, "retrieval.languages", ["en"])).retrieval
     assert english.role("all", "en").train == (("en", None),)
+
+
+@pytest.mark.parametrize(
+    ("key_path", "value", "expected"),
+    [
+        (
+            "corpus_roles.target",
+            "flickr",
+            r"corpus_roles\.target: got 'flickr', allowed: a name of corpora: synthetic$",
+        ),
+        ("corpus_roles.mmt_finetune", "m30k", r"corpus_roles\.mmt_finetune: got 'm30k', allowed: a name of corpora"),
+        ("corpora", {}, r"corpora: at least one corpus is needed$"),
+        ("corpora.synthetic.images", None, r"corpora\.synthetic\.images: expected a string, got None$"),
+    ],
+)
+def test_corpora_and_their_roles_are_checked(tree: dict[str, Any], key_path: str, value: Any, expected: str) -> None:
+    with pytest.raises(ParamsError, match=expected):
+        parse_params(edited(tree, key_path, value))
+
+
+def test_corpus_names_are_stage_and_folder_names(tree: dict[str, Any]) -> None:
+    for name in ("Flickr", "coco-2014", "parallel"):
+        changed = copy.deepcopy(tree)
+        changed["corpora"][name] = changed["corpora"]["synthetic"]
+        with pytest.raises(ParamsError, match=rf"corpora\.{name}: got '{name}', allowed: lowercase letters"):
+            parse_params(changed)
+
+
+def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
+    """The paper's setup: the MMT learns on one corpus, the other is augmented and retrieved on."""
+    changed = copy.deepcopy(tree)
+    changed["corpora"]["flickr"] = {"format": "karpathy", "dataset": "flickr30k", "source": "f/dataset.json",
+                                    "images": "f/images", "boxes": "f/objects.parquet"}  # fmt: skip
+    changed["corpus_roles"]["target"] = "flickr"
+    params = parse_params(changed)
+    assert params.corpus(params.corpus_roles.target).format == "karpathy"
+    assert params.corpus(params.corpus_roles.mmt_finetune).format == "multi30k"

@@ -23,34 +23,24 @@ class TinyDataset:
     root: Path
     params: Path
     raw: Path
-    prepared: Path
+    prepared: Path  # the synthetic corpus's tables
+    parallel: Path  # the text-only corpus's tables
 
 
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> TinyDataset:
-    """The generate and prepare flows run once on 6/3/3 images; later stages' tests start from here."""
-    from flows import generate, prepare
+    """The generate, prepare and prepare_parallel flows run once on 6/3/3 images; later stages' tests start
+    from here."""
+    from flows import generate, prepare, prepare_parallel
     from tests.flows.helpers import tiny_params_tree, write_params
 
     root = tmp_path_factory.mktemp("tiny")
-    params = write_params(root / "params.yaml", tiny_params_tree())
-    raw, prepared = root / "raw", root / "prepared"
+    raw, prepared, parallel = root / "raw", root / "prepared" / "synthetic", root / "prepared" / "parallel"
+    params = write_params(root / "params.yaml", tiny_params_tree(raw=raw))
     generate.main(["--params", str(params), "--out", str(raw)])
-    prepare.main(
-        [
-            "--params",
-            str(params),
-            "--source",
-            str(raw),
-            "--images",
-            str(raw / "images"),
-            "--parallel",
-            str(raw / "parallel"),
-            "--out",
-            str(prepared),
-        ]
-    )
-    return TinyDataset(root, params, raw, prepared)
+    prepare.main(["--params", str(params), "--corpus", "synthetic", "--out", str(prepared)])
+    prepare_parallel.main(["--params", str(params), "--parallel", str(raw / "parallel"), "--out", str(parallel)])
+    return TinyDataset(root, params, raw, prepared, parallel)
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +53,8 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
     common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
               "--store", str(store), "--models", str(root / "models")]  # fmt: skip
-    train_mmt.main([*common, "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])
+    train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(root / "mt-models"),
+                    "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
     synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
     augment.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
                   "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),

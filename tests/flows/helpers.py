@@ -13,11 +13,23 @@ TINY_SPLITS = {"train": 6, "val": 3, "test": 3}
 TINY_PAIRS = {"train": 40, "val": 10, "test": 10}
 
 
-def tiny_params_tree(features: dict[str, Any] | None = None, **prepare_changes: Any) -> dict[str, Any]:
-    """The repository's params with a tiny dataset, a fast compact encoder and small shards."""
+def tiny_params_tree(
+    features: dict[str, Any] | None = None, raw: Path | None = None, **corpus_changes: Any
+) -> dict[str, Any]:
+    """The repository's params with a tiny dataset, a fast compact encoder and small shards.
+
+    Args:
+        features: Changes to the `features` section.
+        raw: Where the built-in dataset was generated (default: the repository's relative paths).
+        corpus_changes: Changes to the `synthetic` corpus entry (format, dataset, ...).
+    """
     tree = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     tree["generate"].update(image_size=96, splits=TINY_SPLITS, parallel_pairs=TINY_PAIRS)
-    tree["prepare"].update(prepare_changes)
+    corpus = tree["corpora"]["synthetic"]
+    if raw is not None:
+        corpus.update(source=str(raw), images=str(raw / "images"), boxes=str(raw / "objects.parquet"))
+        tree["paths"]["parallel"] = str(raw / "parallel")
+    corpus.update(corpus_changes)
     tree["features"].update(shard_size=4, batch_size=4)
     tree["features"]["compact"]["encoder"].update(widths=[8, 16], dim=16, input_size=32)
     tree["features"]["compact"]["training"].update(epochs=2)

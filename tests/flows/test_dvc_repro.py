@@ -31,7 +31,8 @@ CODE = [
     "pyproject.toml",
 ]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
-STAGES = ("generate", "prepare", "features", "train_mmt@de", "synthesize@de", "augment", "report")
+STAGES = ("generate", "prepare@synthetic", "prepare_parallel", "features@synthetic", "train_mmt@de", "synthesize@de")
+STAGES += ("augment", "report")
 STAGES += tuple(f"train_retrieval@{model}-{variant}-all" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
 
 
@@ -66,7 +67,7 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     root, env = project
     first = run(["dvc", "repro"], root, env)
     assert all(f"Running stage '{stage}'" in first for stage in STAGES)
-    corpus = read_prepared(root / "data" / "prepared")
+    corpus = read_prepared(root / "data" / "prepared" / "synthetic")
     assert corpus.images.num_rows == 12 and set(corpus.images.column("dataset").to_pylist()) == {"synthetic"}
     assert (root / "dvc.lock").is_file()
 
@@ -81,8 +82,8 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
     third = run([sys.executable, "-m", "flows.pipeline", "prepare"], root, env)  # dvc repro prepare, as a flow
     assert "Stage 'generate' didn't change, skipping" in third
-    assert "Running stage 'prepare'" in third
-    renamed = read_prepared(root / "data" / "prepared")
+    assert "Running stage 'prepare@synthetic'" in third and "Running stage 'prepare_parallel'" not in third
+    renamed = read_prepared(root / "data" / "prepared" / "synthetic")
     assert set(renamed.images.column("dataset").to_pylist()) == {"synthetic-renamed"}
     runs = asyncio.run(_flow_runs())
     (pipeline_run,) = [run for run in runs if run.name_of_flow == "pipeline"]

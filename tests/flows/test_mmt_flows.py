@@ -86,7 +86,8 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     params = write_params(tmp_path / "marian.yaml", tree)
     common = ["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
               "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models")]  # fmt: skip
-    train_mmt.main([*common, "--mt_models", str(tmp_path / "mt-models"), "--metrics", str(tmp_path / "metrics")])
+    train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(tmp_path / "mt-models"),
+                    "--metrics", str(tmp_path / "metrics")])  # fmt: skip
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
     assert json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text()) == {"backend": "marian"}

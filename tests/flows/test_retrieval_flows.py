@@ -82,7 +82,7 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
     out = trained / "reports"
     report.main(["--params", str(tiny_dataset.params), "--metrics", str(trained / "metrics" / "retrieval"),
                  "--augmented", str(trained / "augmented"), "--prepared", str(tiny_dataset.prepared),
-                 "--images", str(tiny_dataset.raw / "images"), "--out", str(out)])  # fmt: skip
+                 "--corpus", "synthetic", "--out", str(out)])  # fmt: skip
     markdown = (out / "results.md").read_text()
     for name in MODELS:
         assert f"| {name} | MMT(f) | all |" in markdown

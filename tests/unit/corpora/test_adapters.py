@@ -43,27 +43,23 @@ def test_every_registry_name_is_a_prepare_field_of_its_config_type() -> None:
 
 
 def test_adapter_config_is_the_field_named_like_the_format() -> None:
-    """adapter_config follows `format`, including settings changed from their defaults."""
+    """adapter_config(format) is that adapter's settings, including settings changed from their defaults."""
     karpathy = KarpathyConfig(captions_per_image=3, restval="drop")
     scan = ScanCaptionsConfig(captions_per_image=2, splits={"test": "testall"})
-    config = PrepareConfig(format="karpathy", karpathy=karpathy, scan=scan)
-    assert config.adapter_config is karpathy
-    assert dataclasses.replace(config, format="scan").adapter_config is scan
-    assert isinstance(PrepareConfig().adapter_config, Multi30kConfig)
-
-
-def test_prepare_format_must_be_a_registry_name() -> None:
-    """An unknown format fails when the settings are built, naming every allowed format."""
-    with pytest.raises(SettingError, match=r"^format: got 'coco', allowed: multi30k, karpathy, scan$"):
-        PrepareConfig(format="coco")
-    with pytest.raises(SettingError, match=r"^prepare\.format: got 'flickr'"):
-        build(PrepareConfig, {"format": "flickr"}, "prepare")
+    config = PrepareConfig(karpathy=karpathy, scan=scan)
+    assert config.adapter_config("karpathy") is karpathy
+    assert config.adapter_config("scan") is scan
+    assert isinstance(PrepareConfig().adapter_config("multi30k"), Multi30kConfig)
+    with pytest.raises(ValueError, match=r"^unknown dataset format 'coco'; known: multi30k, karpathy, scan$"):
+        config.adapter_config("coco")
 
 
 def test_prepare_builds_from_a_params_mapping() -> None:
     """The params.yaml form of the section builds every adapter's settings into its dataclass."""
-    config = build(PrepareConfig, {"format": "scan", "scan": {"captions_per_image": 2, "splits": {"test": "testall"}}})
-    assert config.adapter_config == ScanCaptionsConfig(captions_per_image=2, splits={"test": "testall"})
+    config = build(PrepareConfig, {"scan": {"captions_per_image": 2, "splits": {"test": "testall"}}})
+    assert config.adapter_config("scan") == ScanCaptionsConfig(captions_per_image=2, splits={"test": "testall"})
+    with pytest.raises(SettingError, match=r"^prepare\.format: unknown key; allowed keys here: read_image_sizes, "):
+        build(PrepareConfig, {"format": "flickr"}, "prepare")
 
 
 def test_unknown_format_lists_the_known_ones(tmp_path: Path) -> None:
@@ -152,7 +148,7 @@ def test_count_tables_match_hand_counts() -> None:
         {"split": "test", "lang": "de", "images": 1, "comparable": 1, "translation": 0},
         {"split": "test", "lang": "en", "images": 1, "comparable": 0, "translation": 1},
     ]
-    assert count_parallel(corpus) == [
+    assert count_parallel(corpus.parallel) == [
         {"pair": "en-de", "split": "train", "pairs": 2},
         {"pair": "en-de", "split": "val", "pairs": 1},
     ]
@@ -164,7 +160,7 @@ def test_counts_of_a_split_without_captions_and_pairs_in_name_order() -> None:
     one_pair = corpus.parallel["en-de"]
     corpus = Corpus(corpus.images, corpus.captions.slice(0, 4), {"en-fr": one_pair.slice(2), "en-de": one_pair})
     assert [(row["split"], row["lang"]) for row in count_captions(corpus)] == [("train", "en")]
-    assert [(row["pair"], row["split"], row["pairs"]) for row in count_parallel(corpus)] == [
+    assert [(row["pair"], row["split"], row["pairs"]) for row in count_parallel(corpus.parallel)] == [
         ("en-de", "train", 2),
         ("en-de", "val", 1),
         ("en-fr", "val", 1),
