@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ import pyarrow.compute as pc
 from corpora.io import InputError
 from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
 from flows.params import ParamsError, load_params
+from flows.profiles import apply_profile, profile_names, profile_summary
 
 
 def check_params(args: argparse.Namespace) -> None:
@@ -142,6 +144,29 @@ def search(args: argparse.Namespace) -> None:
     print(hits_json(hits, paths) if args.json else describe(hits, paths))
 
 
+def profile(args: argparse.Namespace) -> None:
+    """List the profiles, or merge one into the params file (and run it as a DVC experiment)."""
+    if args.name is None:
+        for name in profile_names():
+            print(f"{name:<10} {profile_summary(name)}")
+        return
+    out = Path(args.out or args.params)
+    if args.run_experiment and out != Path(args.params):
+        raise ParamsError("--run runs the experiment from the params file itself; drop --out")
+    params = apply_profile(args.name, Path(args.params), out)
+    retrieval = params.retrieval
+    runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
+    print(f"{out}: profile {args.name} applied: {profile_summary(args.name)}")
+    print(f"  corpus roles: MMT fine-tuned on {params.corpus_roles.mmt_finetune}, target {params.corpus_roles.target};"
+          f" {runs} retrieval runs")  # fmt: skip
+    if args.run_experiment:
+        command = ["dvc", "exp", "run", "-n", args.name]
+        print(" ".join(command), flush=True)
+        done = subprocess.run(command, check=False)
+        if done.returncode != 0:
+            raise SystemExit(done.returncode)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     find.add_argument("--json", action="store_true", help="print JSON instead of a table")
     find.add_argument("--device", default="cpu")
     find.set_defaults(run=search)
+    prof = commands.add_parser("profile", help="apply one of the papers' experiments (profiles/<name>.yaml)")
+    prof.add_argument("name", nargs="?", help="profile name (omit to list them)")
+    prof.add_argument("--params", default="params.yaml", help="the params file to merge it into")
+    prof.add_argument("--out", help="write the merged params here instead of over --params")
+    prof.add_argument("--run", dest="run_experiment", action="store_true", help="then run it: dvc exp run -n <name>")
+    prof.set_defaults(run=profile)
     return parser
 
 

@@ -260,13 +260,20 @@ def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str
 
 def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureStore, evaluation: EvaluationConfig,
                languages: Sequence[str], *, source: str, runtime: Runtime) -> dict[str, Any]:  # fmt: skip
-    """Test R@K of the model per language of ``languages`` (``rows``: the test split's human captions)."""
+    """Test R@K of the model per language of ``languages`` (``rows``: the test split's human captions); with
+    the ``both`` protocol, the fold means too, under ``<lang>-folds``."""
     metrics: dict[str, Any] = {}
     for lang in languages:
         captions = _test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
-        result = evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
-                          batch_size=evaluation.batch_size, autocast=runtime.autocast())  # fmt: skip
-        metrics[lang] = rounded(result)
+
+        def score(fold_images: int | None, captions: CaptionSet = captions) -> dict[str, Any]:
+            return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(),
+                                    fold_images=fold_images, batch_size=evaluation.batch_size,
+                                    autocast=runtime.autocast()))  # fmt: skip
+
+        metrics[lang] = score(evaluation.folds)
+        if evaluation.protocol == "both":
+            metrics[f"{lang}-folds"] = score(evaluation.fold_images)
     return metrics
 
 

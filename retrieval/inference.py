@@ -24,14 +24,15 @@ class EvaluationConfig:
     """How test and validation splits are scored (the `retrieval.evaluation` section of params.yaml).
 
     Attributes:
-        protocol: full (the whole test split: Multi30K/Flickr30K 1K, COCO 5K) or folds (the mean over
-            consecutive folds of ``fold_images``: COCO 5-fold 1K).
+        protocol: full (the whole test split: Multi30K/Flickr30K 1K, COCO 5K), folds (the mean over
+            consecutive folds of ``fold_images``: COCO 5-fold 1K), or both (full under each language, the
+            folds under ``<lang>-folds``: Table 3's two columns from one run).
         fold_images: Images per fold.
         val_images: Validation uses the first this many val images (the references: 1000).
         batch_size: Images or captions per encoding batch.
     """
 
-    protocol: Literal["full", "folds"] = "full"
+    protocol: Literal["full", "folds", "both"] = "full"
     fold_images: int = 1000
     val_images: int = 1000
     batch_size: int = 256
@@ -43,7 +44,7 @@ class EvaluationConfig:
 
     @property
     def folds(self) -> int | None:
-        """Images per fold under the protocol; None for the full test split."""
+        """Images per fold of the main test metrics; None for the full test split."""
         return self.fold_images if self.protocol == "folds" else None
 
 

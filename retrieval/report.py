@@ -56,12 +56,18 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]]) -> str:
     """One table per language (and per translate-search language), rows sorted by model, variant, role."""
     lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed.", ""]
     for lang in languages_of(results):
-        lines += [f"## {lang}", "", *_table({name: m[lang] for name, m in results.items() if lang in m}), ""]
+        lines += [f"## {_heading(lang)}", "", *_table({name: m[lang] for name, m in results.items() if lang in m}), ""]
     searched = {name: m["translate_search"] for name, m in results.items() if "translate_search" in m}
     for lang in sorted({lang for per_lang in searched.values() for lang in per_lang}):
         lines += [f"## translate-search: {lang} queries translated to the pivot (Table 5)", ""]
         lines += [*_table({name: per_lang[lang] for name, per_lang in searched.items() if lang in per_lang}), ""]
     return "\n".join(lines)
+
+
+def _heading(key: str) -> str:
+    """``en`` -> ``en``; ``en-folds`` (the ``both`` protocol) -> ``en, mean over test folds``."""
+    lang, _, folds = key.partition("-")
+    return f"{lang}, mean over test folds" if folds == "folds" else key
 
 
 def _table(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -82,7 +88,7 @@ def results_html(results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sam
     body = ["<h1>Retrieval results</h1>"]
     for lang in languages_of(results):
         rows = {name: m[lang] for name, m in results.items() if lang in m}
-        body += [f"<h2>{html.escape(lang)}</h2>", _html_table(rows), _rsum_chart(rows)]
+        body += [f"<h2>{html.escape(_heading(lang))}</h2>", _html_table(rows), _rsum_chart(rows)]
     if samples:
         body.append("<h2>Synthesized captions</h2>")
         for sample in samples:

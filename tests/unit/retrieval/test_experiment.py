@@ -538,6 +538,18 @@ def test_test_model_scores_each_language_of_the_model(loaded: LoadedModel, data:
     assert list(folded) == ["en"]
     assert folded["en"]["folds"] == 2
     assert folded["en"] == _reference(loaded, store, _test_captions("en"), fold_images=4)
+    both = score_test_split(
+        loaded,
+        _test_rows(data),
+        store,
+        EvaluationConfig(protocol="both", fold_images=4),
+        ("en", "de"),
+        source="t",
+        runtime=CPU,
+    )
+    assert list(both) == ["en", "en-folds", "de", "de-folds"]  # Table 3: COCO 5K and 5-fold 1K from one run
+    assert both["en"] == metrics["en"] and both["en-folds"] == folded["en"]
+    assert both["de-folds"] == _reference(loaded, store, _test_captions("de"), fold_images=4)
 
 
 def test_test_model_names_a_missing_language(loaded: LoadedModel, data: Data) -> None:

@@ -1,0 +1,56 @@
+"""The results tables: run names, row order, the role column, fold headings and translate-search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from retrieval.report import results_html, results_markdown, split_run
+
+
+def _metrics(r1: float) -> dict[str, Any]:
+    recalls = {"r1": r1, "r5": 50.0, "r10": 60.0, "medr": 2.0, "meanr": 3.0}
+    return {"i2t": dict(recalls), "t2i": dict(recalls), "rsum": 2 * (r1 + 110.0), "mr": (r1 + 110.0) / 3}
+
+
+def test_split_run_names_model_variant_and_role() -> None:
+    assert split_run("parallel_embn-mmt_fb-discard_human_targets") == (
+        "parallel_embn",
+        "mmt_fb",
+        "discard_human_targets",
+    )
+    with pytest.raises(ValueError, match=r"^'san-mmt_f' is not a run name <model>-<variant>-<role>$"):
+        split_run("san-mmt_f")
+
+
+def test_markdown_rows_are_ordered_by_model_variant_and_role() -> None:
+    results = {
+        "vsepp-none-all": {"en": _metrics(1.0)},
+        "san-mmt_f-all": {"en": _metrics(2.0)},
+        "san-none-pivot_only": {"en": _metrics(3.0)},
+        "san-none-all": {"en": _metrics(4.0), "de": _metrics(5.0)},
+    }
+    lines = results_markdown(results).splitlines()
+    rows = [line for line in lines if line.startswith("| san") or line.startswith("| vsepp")]
+    assert [row.split(" | ")[:3] for row in rows[:4]] == [
+        ["| san", "-", "all"],
+        ["| san", "-", "pivot_only"],
+        ["| san", "MMT(f)", "all"],
+        ["| vsepp", "-", "all"],
+    ]
+    assert rows[0] == "| san | - | all | 4.0 | 50.0 | 60.0 | 4.0 | 50.0 | 60.0 | 228.0 |"
+    assert lines.index("## en") < lines.index("## de")
+    assert "| model | variant | role | t2i R@1 | t2i R@5 | t2i R@10 | i2t R@1 | i2t R@5 | i2t R@10 | rsum |" in lines
+
+
+def test_fold_means_and_translate_search_get_their_own_tables() -> None:
+    results = {
+        "san-mmt_f-all": {"en": _metrics(1.0), "en-folds": _metrics(2.0), "translate_search": {"de": _metrics(3.0)}}
+    }
+    markdown = results_markdown(results)
+    assert "## en, mean over test folds" in markdown
+    assert "## translate-search: de queries translated to the pivot (Table 5)" in markdown
+    assert "| san | MMT(f) | all | 3.0 |" in markdown
+    page = results_html(results, [])
+    assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 2
