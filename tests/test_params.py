@@ -65,6 +65,11 @@ def test_edit_is_applied(tree: dict[str, Any]) -> None:
             {"min": 3, "max": 2},
             r"generate\.objects_per_image\.max: got 2, allowed: 3 to 8",
         ),
+        (
+            "generate.flickr",
+            {"splits": {"train": 0, "val": 5, "test": 5}},
+            r"generate\.flickr\.splits\.train: got 0, allowed: at least 1 when val or test > 0",
+        ),
         ("prepare.scan.splits", {"train": "train", "dev": "dev"}, r"prepare\.scan\.splits\.dev: unknown split"),
         ("seed", 1.5, r"seed: expected an integer, got 1\.5"),
     ],

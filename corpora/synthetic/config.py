@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from corpora.synthetic.inventory import MAX_OBJECTS
-from settings.checks import check_range
+from settings.checks import check, check_range
 
 MIN_IMAGE_SIZE = 64  # below this the small shapes are a few pixels wide and their outlines merge
 
@@ -35,6 +35,38 @@ class ObjectRange:
 
 
 @dataclass(frozen=True)
+class FlickrLikeConfig:
+    """A second, Flickr30K-like corpus of the same world: Karpathy split file, pivot-language captions only.
+
+    The papers train the MMT on Multi30K and augment another corpus with it; this one has no translations,
+    so only the MMT can give it captions in the target languages.
+
+    Attributes:
+        splits: Images per split; all 0 (the default) writes no second corpus.
+        captions_per_image: Independent pivot-language captions per image (Flickr30K has 5).
+    """
+
+    splits: SplitCounts = field(default_factory=lambda: SplitCounts(0, 0, 0))
+    captions_per_image: int = 5
+
+    @property
+    def enabled(self) -> bool:
+        return any(count > 0 for count in self.splits.as_dict().values())
+
+    def __post_init__(self) -> None:
+        for split, count in self.splits.as_dict().items():
+            check_range(f"splits.{split}", count, 0, 10_000_000)
+        # val or test images alone would leave a retrieval run on this corpus nothing to train on
+        check(
+            not self.enabled or self.splits.train >= 1,
+            "splits.train",
+            self.splits.train,
+            "at least 1 when val or test > 0",
+        )
+        check_range("captions_per_image", self.captions_per_image, 1, 20)
+
+
+@dataclass(frozen=True)
 class SyntheticConfig:
     """What to generate. The defaults are a miniature Multi30K (1000/100/100 images) with WMT-like text.
 
@@ -44,6 +76,7 @@ class SyntheticConfig:
         objects_per_image: Shapes per image.
         comparable_per_image: Multi30K task 2 style captions per image and language.
         parallel_pairs: Sentence pairs of the text-only corpus per language pair and split.
+        flickr: The optional second corpus (same image size and objects per image), written to ``flickr/``.
     """
 
     image_size: int = 224
@@ -51,6 +84,7 @@ class SyntheticConfig:
     objects_per_image: ObjectRange = field(default_factory=ObjectRange)
     comparable_per_image: int = 5
     parallel_pairs: SplitCounts = field(default_factory=lambda: SplitCounts(20000, 500, 500))
+    flickr: FlickrLikeConfig = field(default_factory=FlickrLikeConfig)
 
     def __post_init__(self) -> None:
         check_range("image_size", self.image_size, MIN_IMAGE_SIZE, 4096)

@@ -8,6 +8,14 @@ data::
     task2/image_splits/{split}_images.txt      task2/raw/{split}.{n}.{lang}.gz (independent captions)
     parallel/{pivot}-{x}/{split}.{lang}.gz     meta.json
 
+With ``config.flickr`` enabled it also writes a second, Flickr30K-like corpus of the same world in the
+Karpathy split format (pivot-language captions only), which the Karpathy adapter reads::
+
+    flickr/dataset_flickr30k.json              flickr/images/<image_id>.png   flickr/objects.parquet
+
+Its image ids (``flk000001``...) differ from the first corpus's (``syn000001``...), and its random streams
+are its own, so the first corpus's files are the same bytes with or without it.
+
 Everything is written into a temporary sibling folder that replaces ``out_dir`` only when complete.
 """
 
@@ -23,7 +31,7 @@ from pathlib import Path
 from corpora.io import InputError, atomic_dir, write_text
 from corpora.languages import Languages
 from corpora.synthetic import layout
-from corpora.synthetic.config import SyntheticConfig
+from corpora.synthetic.config import SplitCounts, SyntheticConfig
 from corpora.synthetic.describe import caption_meaning, parallel_meaning
 from corpora.synthetic.grammars import GRAMMARS
 from corpora.synthetic.inventory import COLOURS, PLACES, RELATIONS, SHAPES, SIZES
@@ -33,6 +41,8 @@ from corpora.synthetic.streams import array_stream, stream
 
 SPLITS = ("train", "val", "test")
 PROGRESS_EVERY = 50  # images between progress reports
+FLICKR_FOLDER = "flickr"
+FLICKR_SPLIT_FILE = "dataset_flickr30k.json"  # the name of the real Flickr30K Karpathy split file
 
 Progress = Callable[[int, int], None]
 
@@ -45,11 +55,21 @@ class GenerationSummary:
     objects: int  # shapes drawn over all images
     captions: Mapping[str, int]  # language -> captions (translation and comparable, all splits)
     parallel_pairs: Mapping[str, int]  # "<pivot>-<x>" -> sentence pairs over all splits
+    flickr_images: Mapping[str, int]  # split -> images of the second corpus (all 0 when not written)
+    flickr_objects: int  # shapes drawn over the second corpus's images
+    flickr_captions: Mapping[str, int]  # pivot language -> captions of the second corpus
 
     def as_rows(self) -> list[dict[str, object]]:
-        """One row per count: ``{"item": "images", "key": "train", "count": 1000}``."""
+        """One row per count: ``{"item": "images", "key": "train", "count": 1000}``.
+
+        The second corpus's rows ("flickr images", ...) appear only when it was written.
+        """
         groups = [("images", self.images), ("objects", {"all": self.objects}), ("captions", self.captions)]
         groups.append(("parallel pairs", self.parallel_pairs))
+        if any(self.flickr_images.values()):
+            groups.append(("flickr images", self.flickr_images))
+            groups.append(("flickr objects", {"all": self.flickr_objects}))
+            groups.append(("flickr captions", self.flickr_captions))
         return [{"item": item, "key": key, "count": count} for item, counts in groups for key, count in counts.items()]
 
 
@@ -61,10 +81,31 @@ class _Image:
 
 
 @dataclass(frozen=True)
+class _ImageSet:
+    """The images of one corpus: their counts, their id prefix, and the names their random streams start with."""
+
+    splits: SplitCounts
+    id_prefix: str
+    stream_prefix: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Run:
     config: SyntheticConfig
     seed: int
     languages: Languages
+
+
+class _ProgressCounter:
+    """Counts the images written over both corpora; reports every ``PROGRESS_EVERY`` and at the end."""
+
+    def __init__(self, total: int, report: Progress | None) -> None:
+        self.total, self.report, self.done = total, report, 0
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.report is not None and (self.done % PROGRESS_EVERY == 0 or self.done == self.total):
+            self.report(self.done, self.total)
 
 
 def generate(
@@ -82,7 +123,8 @@ def generate(
         out_dir: the dataset folder; nothing appears there unless generation completes.
         seed: seeds every random stream (scenes, pixels, captions, parallel text).
         languages: captions in every language; parallel text pivot-target for each target.
-        progress: called as ``progress(done, total)`` every few dozen images and at the end.
+        progress: called as ``progress(done, total)`` every few dozen images and at the end; the images of
+            both corpora count.
 
     Returns:
         The counts of what was written (also stored in ``meta.json``).
@@ -94,37 +136,57 @@ def generate(
     if unknown:
         raise InputError(f"languages: no grammar for {unknown}; available grammars: {sorted(GRAMMARS)}")
     run = _Run(config, seed, languages)
+    first = _ImageSet(config.splits, id_prefix="syn", stream_prefix=())
+    # the second corpus's streams are all named "flickr/...": the first corpus's draws never depend on it
+    second = _ImageSet(config.flickr.splits, id_prefix="flk", stream_prefix=(FLICKR_FOLDER,))
+    counter = _ProgressCounter(_image_count(first) + _image_count(second), progress)
     with atomic_dir(out_dir) as root:
-        images = _write_images(run, root, progress)
+        images = _write_images(run, first, root / "images", counter)
         layout.write_objects(root / "objects.parquet", [(image.image_id, image.scene) for image in images])
         layout.write_image_splits(root, _ids_by_split(images))
         captions = _write_captions(run, root, images)
         pairs = _write_parallel(run, root)
+        flickr_images = _write_flickr(run, second, root / FLICKR_FOLDER, counter) if config.flickr.enabled else []
         summary = GenerationSummary(
-            images={split: sum(image.split == split for image in images) for split in SPLITS},
-            objects=sum(len(image.scene.objects) for image in images),
+            images=_count_by_split(images),
+            objects=_count_objects(images),
             captions=captions,
             parallel_pairs=pairs,
+            flickr_images=_count_by_split(flickr_images),
+            flickr_objects=_count_objects(flickr_images),
+            flickr_captions={languages.pivot: len(flickr_images) * config.flickr.captions_per_image},
         )
         _write_meta(root / "meta.json", run, summary)
     return summary
 
 
-def _write_images(run: _Run, root: Path, progress: Progress | None) -> list[_Image]:
-    counts = run.config.splits.as_dict()
+def _image_count(image_set: _ImageSet) -> int:
+    return sum(image_set.splits.as_dict().values())
+
+
+def _write_images(run: _Run, image_set: _ImageSet, folder: Path, counter: _ProgressCounter) -> list[_Image]:
+    """Sample and draw the images of ``image_set`` into ``folder``, numbered from 1 in split order."""
+    counts = image_set.splits.as_dict()
     splits = [split for split in SPLITS for _ in range(counts[split])]
-    rng = stream(run.seed, "images")
-    (root / "images").mkdir()
+    rng = stream(run.seed, *image_set.stream_prefix, "images")
+    folder.mkdir()
     images: list[_Image] = []
     for number, split in enumerate(splits, start=1):
         scene = _scene(rng, run.config)
-        image = _Image(image_id=f"syn{number:06d}", split=split, scene=scene)
-        picture = render(scene, array_stream(run.seed, "pixels", number))  # own stream: images are independent
-        (root / "images" / f"{image.image_id}.png").write_bytes(png_bytes(picture))
+        image = _Image(image_id=f"{image_set.id_prefix}{number:06d}", split=split, scene=scene)
+        pixels = array_stream(run.seed, *image_set.stream_prefix, "pixels", number)  # own stream per image
+        (folder / f"{image.image_id}.png").write_bytes(png_bytes(render(scene, pixels)))
         images.append(image)
-        if progress is not None and (number % PROGRESS_EVERY == 0 or number == len(splits)):
-            progress(number, len(splits))
+        counter.advance()
     return images
+
+
+def _count_by_split(images: Sequence[_Image]) -> dict[str, int]:
+    return {split: sum(image.split == split for image in images) for split in SPLITS}
+
+
+def _count_objects(images: Sequence[_Image]) -> int:
+    return sum(len(image.scene.objects) for image in images)
 
 
 def _ids_by_split(images: Sequence[_Image]) -> dict[str, list[str]]:
@@ -184,6 +246,31 @@ def _parallel_split(run: _Run, lang: str, rng: random.Random, count: int) -> tup
     return source, target
 
 
+def _write_flickr(run: _Run, image_set: _ImageSet, folder: Path, counter: _ProgressCounter) -> list[_Image]:
+    """The second corpus: images, their objects, and a Karpathy split file with pivot-language captions."""
+    folder.mkdir()
+    images = _write_images(run, image_set, folder / "images", counter)
+    layout.write_objects(folder / "objects.parquet", [(image.image_id, image.scene) for image in images])
+    captions = _flickr_captions(run, images)
+    entries = [(f"{image.image_id}.png", image.split, texts) for image, texts in zip(images, captions, strict=True)]
+    layout.write_karpathy_split_file(folder / FLICKR_SPLIT_FILE, entries, dataset="flickr30k")
+    return images
+
+
+def _flickr_captions(run: _Run, images: Sequence[_Image]) -> list[list[str]]:
+    """``captions_per_image`` independent pivot captions per image, sampled like the task 2 captions.
+
+    Caption n of every image comes from stream n, so raising ``captions_per_image`` keeps the earlier ones.
+    """
+    grammar = GRAMMARS[run.languages.pivot]
+    per_image: list[list[str]] = [[] for _ in images]
+    for n in range(1, run.config.flickr.captions_per_image + 1):
+        rng = stream(run.seed, FLICKR_FOLDER, "captions", n)
+        for texts, image in zip(per_image, images, strict=True):
+            texts.append(grammar.realise(caption_meaning(rng, image.scene)))
+    return per_image
+
+
 def _write_meta(path: Path, run: _Run, summary: GenerationSummary) -> None:
     meta = {
         "config": {**asdict(run.config), "seed": run.seed, "languages": list(run.languages.all)},
@@ -199,6 +286,11 @@ def _write_meta(path: Path, run: _Run, summary: GenerationSummary) -> None:
             "objects": summary.objects,
             "captions": dict(summary.captions),
             "parallel_pairs": dict(summary.parallel_pairs),
+            "flickr": {
+                "images": dict(summary.flickr_images),
+                "objects": summary.flickr_objects,
+                "captions": dict(summary.flickr_captions),
+            },
         },
     }
     write_text(path, json.dumps(meta, sort_keys=True, indent=2, ensure_ascii=False) + "\n")

@@ -1,9 +1,13 @@
-"""Writers for the files of the Multi30K-style folder: text lists, gzip caption files, the objects table."""
+"""Writers for the files of the dataset folders: text lists, gzip caption files, the objects table, and the
+Karpathy split file of the second corpus."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -62,3 +66,28 @@ def write_objects(path: Path, scenes: Sequence[tuple[str, Scene]]) -> None:
         "attributes": [[obj.colour, obj.size] for _, _, obj in rows],
     }
     write_parquet(pa.table(columns, schema=OBJECTS_SCHEMA), path)
+
+
+def write_karpathy_split_file(path: Path, entries: Sequence[tuple[str, str, Sequence[str]]], *, dataset: str) -> None:
+    """A Karpathy split file (the ``dataset_flickr30k.json`` format) from ``(filename, split, captions)`` entries.
+
+    Image and sentence ids count from 0 in file order, as in the real files.
+    """
+    images: list[dict[str, Any]] = []
+    next_sentid = 0
+    for imgid, (filename, split, captions) in enumerate(entries):
+        sentids = list(range(next_sentid, next_sentid + len(captions)))
+        next_sentid += len(captions)
+        sentences = [
+            {"raw": raw, "tokens": karpathy_tokens(raw), "imgid": imgid, "sentid": sentid}
+            for raw, sentid in zip(captions, sentids, strict=True)
+        ]
+        images.append(
+            {"filename": filename, "split": split, "sentences": sentences, "imgid": imgid, "sentids": sentids}
+        )
+    write_text(path, json.dumps({"images": images, "dataset": dataset}, ensure_ascii=False) + "\n")
+
+
+def karpathy_tokens(raw: str) -> list[str]:
+    """Lowercased words without punctuation, like the ``tokens`` of the real split files."""
+    return re.findall(r"\w+", raw.lower())

@@ -1,4 +1,5 @@
-"""The synthetic dataset generator: layout, determinism, boxes, truthful captions, validation, atomicity."""
+"""The synthetic dataset generator: layout, determinism, boxes, truthful captions, validation, atomicity, and
+the optional second, Flickr30K-like corpus."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import pytest
 from PIL import Image
 
 import corpora.synthetic.generator as generator_module
+from corpora.adapters import read_corpus
 from corpora.io import InputError, read_lines
+from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
-from corpora.synthetic.config import ObjectRange, SplitCounts
+from corpora.synthetic.config import FlickrLikeConfig, ObjectRange, SplitCounts
 from corpora.synthetic.inventory import COLOURS
+from settings.build import build
 from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
@@ -96,6 +100,8 @@ def test_layout_and_line_counts(small) -> None:
     assert summary.images == sizes and summary.captions == {lang: 20 * 6 for lang in LANGUAGES.all}
     assert summary.parallel_pairs == {"en-de": 240, "en-fr": 240, "en-cs": 240}
     assert {"item": "images", "key": "val", "count": 4} in summary.as_rows()
+    assert not (root / "flickr").exists() and summary.flickr_images == {"train": 0, "val": 0, "test": 0}
+    assert not any(str(row["item"]).startswith("flickr") for row in summary.as_rows())
 
 
 def test_meta_records_config_inventories_and_counts(small, objects) -> None:
@@ -311,3 +317,171 @@ def test_progress_reports_every_fifty_images_and_the_end(tmp_path: Path) -> None
              progress=lambda done, total: reports.append((done, total)))  # fmt: skip
     assert reports == [(50, 110), (100, 110), (110, 110)]
     assert read_lines(tmp_path / "out" / "task1" / "image_splits" / "val.txt") == []
+
+
+# ---------------------------------------------------------------- the second, Flickr30K-like corpus
+
+FLICKR_SPLITS = {"train": 6, "val": 2, "test": 3}
+WITH_FLICKR = dataclasses.replace(SMALL, flickr=FlickrLikeConfig(SplitCounts(**FLICKR_SPLITS), captions_per_image=3))
+FLICKR_IDS = [f"flk{number:06d}" for number in range(1, 12)]
+
+
+@pytest.fixture(scope="module")
+def flickr(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, GenerationSummary]:
+    """SMALL (same seed and languages) plus the second corpus: the dataset folder and the summary."""
+    root = tmp_path_factory.mktemp("synthetic") / "dataset"
+    return root, generate(WITH_FLICKR, root, seed=SEED, languages=LANGUAGES)
+
+
+@pytest.fixture(scope="module")
+def flickr_objects(flickr: tuple[Path, GenerationSummary]) -> dict[str, list[dict]]:
+    by_image: dict[str, list[dict]] = {}
+    for row in pq.read_table(flickr[0] / "flickr" / "objects.parquet").to_pylist():
+        by_image.setdefault(row["image_id"], []).append(row)
+    return by_image
+
+
+def test_second_corpus_is_off_by_default() -> None:
+    assert SyntheticConfig().flickr == FlickrLikeConfig(SplitCounts(0, 0, 0), captions_per_image=5)
+    assert not FlickrLikeConfig().enabled and FlickrLikeConfig(SplitCounts(1, 0, 0)).enabled
+
+
+def test_karpathy_adapter_reads_the_second_corpus(flickr) -> None:
+    root, _ = flickr
+    corpus = read_corpus("karpathy", KarpathyConfig(captions_per_image=3), root / "flickr" / "dataset_flickr30k.json",
+                         image_root=root / "flickr" / "images", languages=LANGUAGES, dataset="flickr30k")  # fmt: skip
+    images = corpus.images.to_pydict()
+    assert images["image_id"] == FLICKR_IDS
+    assert {split: images["split"].count(split) for split in SPLITS} == FLICKR_SPLITS
+    assert set(images["width"]) == set(images["height"]) == {96}  # read from the files the entries name
+    captions = corpus.captions.to_pydict()
+    assert captions["image_id"] == [image_id for image_id in FLICKR_IDS for _ in range(3)]
+    assert set(captions["lang"]) == {"en"} and set(captions["kind"]) == {"comparable"}
+
+
+def test_second_corpus_has_exactly_the_configured_captions_and_readable_images(flickr) -> None:
+    root, _ = flickr
+    folder = root / "flickr"
+    every_caption = read_karpathy(folder / "dataset_flickr30k.json", dataset="flickr30k", image_root=None,
+                                  captions_per_image=None)  # fmt: skip
+    assert every_caption.captions.num_rows == 11 * 3  # no image has more than captions_per_image
+    data = json.loads((folder / "dataset_flickr30k.json").read_text(encoding="utf-8"))
+    assert data["dataset"] == "flickr30k" and [entry["imgid"] for entry in data["images"]] == list(range(11))
+    first = data["images"][0]
+    assert first["filename"] == "flk000001.png" and first["sentids"] == [0, 1, 2]
+    assert first["sentences"][0]["tokens"] == re.findall(r"\w+", first["sentences"][0]["raw"].lower())
+    assert sorted(path.name for path in (folder / "images").iterdir()) == [
+        entry["filename"] for entry in data["images"]
+    ]
+    for entry in data["images"]:
+        image = Image.open(folder / "images" / entry["filename"])
+        assert image.format == "PNG" and image.mode == "RGB" and image.size == (96, 96)
+
+
+def test_second_corpus_ids_and_pictures_are_disjoint_from_the_first(flickr, flickr_objects) -> None:
+    root, _ = flickr
+    first = {path.stem for path in (root / "images").iterdir()}
+    assert len(first) == 20 and first.isdisjoint(FLICKR_IDS)
+    assert first.isdisjoint(flickr_objects)
+    digests = _digests(root)
+    first_pictures = {digest for name, digest in digests.items() if name.startswith("images/")}
+    second_pictures = {digest for name, digest in digests.items() if name.startswith("flickr/images/")}
+    assert len(second_pictures) == 11 and first_pictures.isdisjoint(second_pictures)  # own streams, new scenes
+
+
+def test_second_corpus_objects_and_captions_describe_its_own_images(flickr, flickr_objects) -> None:
+    root, summary = flickr
+    assert sorted(flickr_objects) == FLICKR_IDS
+    assert pq.read_schema(root / "flickr" / "objects.parquet") == pq.read_schema(root / "objects.parquet")
+    assert summary.flickr_objects == sum(len(rows) for rows in flickr_objects.values())
+    data = json.loads((root / "flickr" / "dataset_flickr30k.json").read_text(encoding="utf-8"))
+    for entry in data["images"]:
+        texts = [sentence["raw"] for sentence in entry["sentences"]]
+        for text in texts:  # English (the pivot) and true of this image's boxes
+            _check_caption(text, flickr_objects[entry["filename"].removesuffix(".png")], WITH_FLICKR.image_size)
+    distinct = [len({sentence["raw"] for sentence in entry["sentences"]}) for entry in data["images"]]
+    assert sum(count >= 2 for count in distinct) >= 8  # independent descriptions, not one repeated
+
+
+def test_second_corpus_captions_are_in_the_pivot_language(tmp_path: Path) -> None:
+    config = SyntheticConfig(image_size=96, splits=SplitCounts(1, 0, 0), parallel_pairs=SplitCounts(0, 0, 0),
+                             flickr=FlickrLikeConfig(SplitCounts(3, 0, 0)))  # fmt: skip
+    summary = generate(config, tmp_path / "out", seed=SEED, languages=Languages("de", ("en",)))
+    corpus = read_karpathy(tmp_path / "out" / "flickr" / "dataset_flickr30k.json", dataset="flickr30k",
+                           image_root=None, lang="de")  # fmt: skip
+    for text in corpus.captions.column("text").to_pylist():
+        with pytest.raises(AssertionError, match="caption in no known form"):  # German, not English
+            _check_caption(text, [], 96)
+    assert summary.flickr_captions == {"de": 15}
+
+
+def test_writing_the_second_corpus_leaves_the_first_byte_identical(small, flickr) -> None:
+    without, with_flickr = _digests(small[0]), _digests(flickr[0])
+    first_corpus = {name: digest for name, digest in with_flickr.items() if not name.startswith("flickr/")}
+    del without["meta.json"], first_corpus["meta.json"]  # meta.json records the config and counts
+    assert first_corpus == without
+    assert len([name for name in with_flickr if name.startswith("flickr/")]) == 11 + 2
+
+
+def test_second_corpus_is_deterministic_for_a_seed(flickr, tmp_path: Path) -> None:
+    root, _ = flickr
+    generate(WITH_FLICKR, tmp_path / "again", seed=SEED, languages=LANGUAGES)
+    assert _digests(tmp_path / "again") == _digests(root)
+    generate(WITH_FLICKR, tmp_path / "other", seed=SEED + 1, languages=LANGUAGES)
+    other = _digests(tmp_path / "other")
+    changed = [name for name, digest in _digests(root).items() if name.startswith("flickr/") and other[name] != digest]
+    assert len(changed) == 11 + 2
+
+
+def test_second_corpus_counts_in_summary_rows_and_meta(flickr) -> None:
+    root, summary = flickr
+    assert summary.flickr_images == FLICKR_SPLITS and summary.flickr_captions == {"en": 33}
+    assert summary.images == {"train": 12, "val": 4, "test": 4}
+    rows = summary.as_rows()
+    assert {"item": "flickr images", "key": "val", "count": 2} in rows
+    assert {"item": "flickr captions", "key": "en", "count": 33} in rows
+    meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+    assert meta["counts"]["flickr"] == {"images": FLICKR_SPLITS, "objects": summary.flickr_objects,
+                                        "captions": {"en": 33}}  # fmt: skip
+    assert meta["config"]["flickr"] == {"splits": FLICKR_SPLITS, "captions_per_image": 3}
+
+
+def test_progress_counts_the_images_of_both_corpora(tmp_path: Path) -> None:
+    reports: list[tuple[int, int]] = []
+    config = SyntheticConfig(image_size=64, splits=SplitCounts(30, 0, 0), parallel_pairs=SplitCounts(0, 0, 0),
+                             flickr=FlickrLikeConfig(SplitCounts(20, 3, 2)))  # fmt: skip
+    generate(config, tmp_path / "out", seed=SEED, languages=LANGUAGES,
+             progress=lambda done, total: reports.append((done, total)))  # fmt: skip
+    assert reports == [(50, 55), (55, 55)]
+
+
+def test_a_run_that_fails_in_the_second_corpus_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    calls = 0
+
+    def failing_render(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == 22:  # the second corpus's second image
+            raise RuntimeError("killed while rendering")
+        return real_render(*args, **kwargs)
+
+    real_render = generator_module.render
+    monkeypatch.setattr(generator_module, "render", failing_render)
+    with pytest.raises(RuntimeError, match="killed"):
+        generate(WITH_FLICKR, tmp_path / "fresh", seed=SEED, languages=LANGUAGES)
+    assert calls == 22 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"splits": {"train": 0, "val": 5, "test": 5}}, r"flickr\.splits\.train: got 0, allowed: at least 1 when"),
+        ({"splits": {"train": 5, "val": -1, "test": 0}}, r"flickr\.splits\.val: got -1, allowed: 0 to"),
+        ({"splits": {"train": 5, "val": 0, "test": 0}, "captions_per_image": 0},
+         r"flickr\.captions_per_image: got 0, allowed: 1 to 20"),
+        ({"captions_per_image": 21}, r"flickr\.captions_per_image: got 21, allowed: 1 to 20"),
+    ],
+)  # fmt: skip
+def test_second_corpus_config_errors_name_their_keys(section: dict, message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        build(SyntheticConfig, {"flickr": section})
