@@ -10,7 +10,7 @@ import pytest
 
 from corpora import tables
 from mmt.augment import build_variant, token_types
-from mmt.synthesis import SynthesisTask, select_sources, synthesize
+from mmt.synthesis import SynthesisTask, hop_languages, select_sources, synthesize
 
 
 def prepared() -> pa.Table:
@@ -96,6 +96,10 @@ def test_variants_take_the_right_hops_and_origins(tmp_path: Path) -> None:
     assert backward.column("parent_id").to_pylist() == forward.column("caption_id").to_pylist()
     with pytest.raises(ValueError, match="unknown variant 'mmt_x'"):
         build_variant(captions, synthesized, "mmt_x")
+
+
+def test_passes_alternate_starting_forward() -> None:
+    assert [hop_languages(hop, "en", "de") for hop in (1, 2, 3, 4)] == [("en", "de"), ("de", "en")] * 2
 
 
 def test_token_types_count_lowercased_moses_tokens() -> None:
