@@ -338,3 +338,12 @@ def test_variants_of_more_hops_and_of_your_own(tree: dict[str, Any]) -> None:
     assert params.synthesis.hops == 3 and params.retrieval.variants == ("none", "paraphrases", "mmt_fbf")
     assert params.augment.variants == {**VARIANTS, "paraphrases": Variant("mmt", hops=3, keep=(2,))}
     assert parse_params(tree).synthesis.hops == 2 and parse_params(tree).augment.custom_variants == {}
+
+
+def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
+    """augment builds the variants of retrieval.variants (presets or augment.custom_variants) and report labels
+    them: DVC reruns them when those params change."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert {"augment", "retrieval.variants"} <= set(stages["augment"]["params"])
+    assert "augment" in stages["report"]["params"]
+    assert "synthesis" in stages["synthesize"]["do"]["params"]  # synthesis.hops: the passes it runs
