@@ -1,4 +1,5 @@
-"""Stage `augment`: the caption variants none, mt_f, mt_fb, mmt_f, mmt_fb and their lexical diversity."""
+"""Stage `augment`: the caption variants named in `retrieval.variants` (presets or `augment.custom_variants`) and
+their lexical diversity."""
 
 from __future__ import annotations
 
@@ -17,18 +18,20 @@ from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
-from mmt.augment import VARIANTS, build_variant, token_types
+from mmt.augment import Variant, build_variant, token_types
 
 
 @flow(name="augment", log_prints=True, persist_result=False)
-def augment(prepared: str, synthesized: list[str], out: str, metrics: str) -> dict[str, object]:
+def augment(
+    variants: dict[str, Variant], prepared: str, synthesized: list[str], out: str, metrics: str
+) -> dict[str, object]:
     corpus = read_prepared(prepared)
     extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
     report: dict[str, object] = {}
-    for variant in VARIANTS:
+    for name, variant in variants.items():
         captions = build_variant(corpus.captions, extra, variant)
-        write_captions(captions, Path(out) / variant / "captions.parquet", images=corpus.images)
-        report[variant] = {"captions": captions.num_rows, "token_types": token_types(captions)}
+        write_captions(captions, Path(out) / name / "captions.parquet", images=corpus.images)
+        report[name] = {"captions": captions.num_rows, "token_types": token_types(captions)}
     write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
     rows = [{"variant": name, "captions": value["captions"], **value["token_types"]} for name, value in report.items()]  # type: ignore[index]
     create_table_artifact(key="augment-diversity", table=rows, description="Train-split token types per language")
@@ -43,8 +46,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         files = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
+        # presets first, then custom variants (params checked that each name in retrieval.variants is one of them)
+        variants = {
+            name: variant for name, variant in params.augment.variants.items() if name in params.retrieval.variants
+        }
         with tags(*run_tags("augment")):
-            augment(args.prepared, files, args.out, args.metrics)
+            augment(variants, args.prepared, files, args.out, args.metrics)
 
     run_stage(parser, argv, body)
 

@@ -22,7 +22,7 @@ from corpora.io import InputError
 from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
 from features.extractors import FeaturesConfig
-from mmt.augment import VARIANTS
+from mmt.augment import AugmentConfig
 from mmt.synthesis import SynthesisConfig
 from mmt.systems import SystemsConfig
 from retrieval.experiment import RetrievalConfig
@@ -109,6 +109,7 @@ class Params:
     features: FeaturesConfig
     mmt: SystemsConfig
     synthesis: SynthesisConfig
+    augment: AugmentConfig
     retrieval: RetrievalConfig
 
     def corpus(self, name: str) -> CorpusParams:
@@ -132,11 +133,14 @@ class Params:
             allowed = f"one of languages.targets {list(languages.targets)}"
             check(target in languages.targets, f"mmt.targets[{index}]", target, allowed)
         retrieval = self.retrieval
+        variants = self.augment.variants
         for index, name in enumerate(retrieval.variants):
-            if name not in VARIANTS:
-                raise SettingError(
-                    f"retrieval.variants[{index}]", f"unknown name {name!r}; known: {', '.join(VARIANTS)}"
-                )
+            key = f"retrieval.variants[{index}]"
+            if name not in variants:
+                raise SettingError(key, f"unknown name {name!r}; known: {', '.join(variants)}")
+            if variants[name].hops > self.synthesis.hops:  # `augment` would find no captions of the later hops
+                raise SettingError(key, f"{name} needs {variants[name].hops} hops; synthesis.hops is "
+                                        f"{self.synthesis.hops}")  # fmt: skip
         for key, codes in (("retrieval.languages", retrieval.languages),
                            ("retrieval.translate_search.languages", retrieval.translate_search.languages)):  # fmt: skip
             for index, code in enumerate(codes):

@@ -20,8 +20,8 @@ SAMPLES = 6  # images with their synthesized captions on the page
 
 
 @flow(name="report", log_prints=True, persist_result=False)
-def report(metrics: str, augmented: str, prepared: str, images: str, out: str) -> str:
-    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES)
+def report(metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str]) -> str:
+    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels)
     print(markdown)
     return markdown
 
@@ -34,8 +34,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         images = params.corpus(args.corpus).images
+        # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
+        labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         with tags(*run_tags("report")):
-            report(args.metrics, args.augmented, args.prepared, images, args.out)
+            report(args.metrics, args.augmented, args.prepared, images, args.out, labels)
 
     run_stage(parser, argv, body)
 

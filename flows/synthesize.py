@@ -1,5 +1,6 @@
-"""Stage `synthesize@<target>`: forward (pivot + image -> target) and backward (target + image -> pivot)
-translations of the train split's human pivot captions, with the MMT and with the text-only MT system."""
+"""Stage `synthesize@<target>`: `synthesis.hops` translation passes of the train split's human pivot captions,
+alternating forward (pivot + image -> target) and backward (target + image -> pivot), each pass translating the
+previous one's outputs; with the MMT and with the text-only MT system."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from prefect.utilities.annotations import unmapped
 from corpora.prepared import read_prepared
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser, task_runner
-from mmt.synthesis import SynthesisConfig, SynthesisTask, collect, plan_shards, select_sources
+from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
 from settings.runtime import Runtime
 from tasks.mmt import translate_shard, write_synthesized
+
+ORIGINS: tuple[Origin, ...] = ("mmt", "mt")  # the order of the rows in the output
 
 
 @flow(name="synthesize", log_prints=True, persist_result=False)
@@ -29,39 +32,47 @@ def synthesize(
 ) -> dict[str, int]:  # fmt: skip
     captions = read_prepared(prepared).captions
     sources = select_sources(captions, lang=pivot, split="train", kinds=config.kinds)
-    tables: list[pa.Table] = []
-    for origin in ("mmt", "mt"):
-        forward = _pass(config, sources, f"{origin}-{pivot}-{target}", origin, target, 1, store, models, work, runtime)
-        backward = _pass(config, forward, f"{origin}-{target}-{pivot}", origin, pivot, 2, store, models, work, runtime)
-        tables += [forward, backward]
-    counts = write_synthesized(tables, prepared, out)
-    _show_samples(sources, tables, target)
+    passes: dict[Origin, list[pa.Table]] = {}  # origin -> the outputs of hops 1..config.hops
+    for origin in ORIGINS:
+        previous = sources
+        passes[origin] = []
+        for hop in range(1, config.hops + 1):
+            src, tgt = hop_languages(hop, pivot, target)
+            previous = _pass(config, previous, f"{origin}-{src}-{tgt}", origin, tgt, hop, store, models, work, runtime)
+            passes[origin].append(previous)
+    counts = write_synthesized([table for origin in ORIGINS for table in passes[origin]], prepared, out)
+    _show_samples(sources, passes, pivot, target)
     return counts
 
 
 def _pass(
-    config: SynthesisConfig, sources: pa.Table, system: str, origin: str, lang: str, hop: int, store: str,
+    config: SynthesisConfig, sources: pa.Table, system: str, origin: Origin, lang: str, hop: int, store: str,
     models: str, work: str, runtime: Runtime,
 ) -> pa.Table:  # fmt: skip
     """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
     model_dir = str(Path(models) / system)
-    task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))  # type: ignore[arg-type]
+    task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))
     shards = plan_shards(sources, task, work=Path(work), shard_size=config.shard_size)
     futures = translate_shard.map(shards, unmapped(task), unmapped(model_dir), unmapped(store), unmapped(runtime),
                                   unmapped(config.beam), unmapped(config.batch_size))  # fmt: skip
-    progress = create_progress_artifact(progress=0.0, description=f"{system}: shards translated")
+    progress = create_progress_artifact(progress=0.0, description=f"{system} (hop {hop}): shards translated")
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()
         update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))  # type: ignore[arg-type]
     return collect(shards)
 
 
-def _show_samples(sources: pa.Table, tables: list[pa.Table], target: str) -> None:
-    lines = ["| source | MMT forward | MMT back | MT forward | MT back |", "|---|---|---|---|---|"]
-    texts = [table.column("text").to_pylist() for table in tables]
+def _show_samples(sources: pa.Table, passes: dict[Origin, list[pa.Table]], pivot: str, target: str) -> None:
+    """Up to 8 source captions, each with its translation at every hop (row i of a pass translates row i of the
+    pass before, so rows line up)."""
+    headers, columns = [f"source ({pivot})"], [sources.column("text").to_pylist()]
+    for origin, tables in passes.items():
+        for hop, table in enumerate(tables, start=1):
+            headers.append(f"{origin.upper()} hop {hop} ({hop_languages(hop, pivot, target)[1]})")
+            columns.append(table.column("text").to_pylist())
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in range(0, sources.num_rows, max(sources.num_rows // 8, 1))[:8]:
-        cells = [sources.column("text")[row].as_py(), *(column[row] for column in texts)]
-        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+        lines.append("| " + " | ".join(column[row].replace("|", "/") for column in columns) + " |")
     create_markdown_artifact(key=f"synthesized-{target}", markdown="\n".join(lines),
                              description=f"Sampled synthesized captions ({target})")  # fmt: skip
 

@@ -19,7 +19,6 @@ from prefect import flow, tags
 from corpora.io import InputError
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
-from mmt.augment import VARIANTS
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
 from settings.runtime import Runtime
@@ -47,8 +46,9 @@ def check_names(model: str, variant: str, role: str, params: Params) -> None:
     """Unknown names end the stage with the known ones listed."""
     if model not in MODELS:
         raise InputError(f"unknown retrieval model {model!r}; known: {', '.join(sorted(MODELS))}")
-    if variant not in VARIANTS:
-        raise InputError(f"unknown caption variant {variant!r}; known: {', '.join(VARIANTS)}")
+    variants = params.augment.variants
+    if variant not in variants:
+        raise InputError(f"unknown caption variant {variant!r}; known: {', '.join(variants)}")
     roles = [*PRESETS, *params.retrieval.custom_roles]
     if role not in roles:
         raise InputError(f"unknown language role {role!r}; known: {', '.join(roles)}")

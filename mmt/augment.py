@@ -1,45 +1,152 @@
 """The augmented caption variants of the paper's tables, and the lexical diversity they add (section 4.3).
 
-Variants (generalised to every target language):
-- ``none``: the prepared (human) captions;
+A variant is the prepared (human) captions plus the synthesized captions of one system (``mt``: text-only,
+``mmt``: multimodal) from some of the synthesis passes ("hops"). Passes alternate, starting forward: hop 1
+translates the human pivot captions into a target language, hop 2 translates hop 1's outputs back into the
+pivot, hop 3 those forward again, and so on (see :mod:`mmt.synthesis`). A :class:`Variant` names its system,
+how many passes it follows and which of them it keeps.
+
+Presets (:data:`VARIANTS`, generalised to every target language):
+- ``none``: the prepared captions alone;
 - ``mt_f`` / ``mmt_f``: plus forward translations of the pivot's captions into each target (hop 1);
-- ``mt_fb`` / ``mmt_fb``: plus, in addition, those translated back into the pivot (hop 2).
-``mt_*`` use the text-only system, ``mmt_*`` the multimodal one. Rows keep their provenance columns, so a
-retrieval model can still choose, e.g., the paper's monolingual "f+b" setting (pivot captions only).
+- ``mt_fb`` / ``mmt_fb``: plus those translated back into the pivot (hops 1 and 2);
+- ``mt_b`` / ``mmt_b``: the back-translations alone (hop 2: pivot paraphrases, the paper's monolingual setting);
+- ``mt_fbf`` / ``mmt_fbf``: plus the paraphrases translated forward again (hops 1, 2 and 3).
+Rows keep their provenance columns, so a retrieval model can still select among them by language and origin.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sacremoses import MosesTokenizer
 
 from corpora.tables import validate_captions
+from mmt.synthesis import MAX_HOPS, Origin
+from settings.checks import SettingError, check, check_range
 
-VARIANTS: dict[str, tuple[str | None, tuple[int, ...]]] = {
-    "none": (None, ()),
-    "mt_f": ("mt", (1,)),
-    "mt_fb": ("mt", (1, 2)),
-    "mmt_f": ("mmt", (1,)),
-    "mmt_fb": ("mmt", (1, 2)),
+VARIANT_NAME = re.compile(r"[a-z][a-z0-9_]*")  # no hyphen: retrieval run names are <model>-<variant>-<role>
+_SYSTEM_LABELS: dict[Origin, str] = {"mt": "MT", "mmt": "MMT"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Which synthesized captions a caption variant adds to the human ones.
+
+    Attributes:
+        origin: The system whose translations are added (``mt`` or ``mmt``); null: none (human captions only).
+        hops: The passes followed: 1 forward (f), 2 forward then back (f+b), 3 f+b+f, ...; 0 exactly when
+            ``origin`` is null.
+        keep: The hops whose captions are added, each 1..``hops``; empty: every hop.
+    """
+
+    origin: Origin | None = None
+    hops: int = 0
+    keep: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        check(self.origin in (None, *_SYSTEM_LABELS), "origin", self.origin, "mt, mmt or null")
+        check_range("hops", self.hops, 0, MAX_HOPS)
+        if self.origin is None and self.hops:
+            raise SettingError("origin", f"missing: hops {self.hops} need a system to translate with (mt or mmt)")
+        if self.origin is not None and not self.hops:
+            raise SettingError("hops", f"got 0, allowed: 1 to {MAX_HOPS} with origin {self.origin}")
+        for index, hop in enumerate(self.keep):
+            allowed = f"a hop from 1 to {self.hops}" if self.hops else "none (this variant has no hops)"
+            check(1 <= hop <= self.hops, f"keep[{index}]", hop, allowed)
+        if len(set(self.keep)) != len(self.keep):
+            raise SettingError("keep", f"got {list(self.keep)}: a hop is listed twice")
+
+    def kept_hops(self) -> tuple[int, ...]:
+        """The hops whose synthesized captions this variant takes, in increasing order."""
+        return tuple(sorted(self.keep)) if self.keep else tuple(range(1, self.hops + 1))
+
+    def display_name(self) -> str:
+        """The paper's notation: ``-``, ``MT(f)``, ``MMT(f+b)``, ``MMT(f+b+f)``, ``MMT(f+b; hop 2)``."""
+        if self.origin is None:
+            return "-"
+        passes = "+".join("f" if hop % 2 else "b" for hop in range(1, self.hops + 1))
+        kept = self.kept_hops()
+        if kept != tuple(range(1, self.hops + 1)):
+            passes += f"; hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))}"
+        return f"{_SYSTEM_LABELS[self.origin]}({passes})"
+
+
+VARIANTS: dict[str, Variant] = {
+    "none": Variant(),
+    "mt_f": Variant("mt", hops=1),
+    "mt_fb": Variant("mt", hops=2),
+    "mt_b": Variant("mt", hops=2, keep=(2,)),
+    "mt_fbf": Variant("mt", hops=3),
+    "mmt_f": Variant("mmt", hops=1),
+    "mmt_fb": Variant("mmt", hops=2),
+    "mmt_b": Variant("mmt", hops=2, keep=(2,)),
+    "mmt_fbf": Variant("mmt", hops=3),
 }
 
 
-def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: str) -> pa.Table:
-    """The prepared captions plus the synthesized rows that ``variant`` takes (validated)."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
-    origin, hops = VARIANTS[variant]
-    if origin is None:
+@dataclass(frozen=True)
+class AugmentConfig:
+    """The `augment` section of params.yaml.
+
+    Attributes:
+        custom_variants: Variants of your own by name (``[a-z][a-z0-9_]*``, not a preset's name), beside the
+            presets of :data:`VARIANTS`.
+    """
+
+    custom_variants: dict[str, Variant] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in self.custom_variants:
+            key = f"custom_variants.{name}"
+            if not VARIANT_NAME.fullmatch(name):
+                raise SettingError(key, f"got {name!r}, allowed: lowercase letters, digits and _ (run names use -)")
+            if name in VARIANTS:
+                raise SettingError(key, f"a preset has this name; presets: {', '.join(VARIANTS)}")
+
+    @property
+    def variants(self) -> dict[str, Variant]:
+        """Every variant by name: the presets in their order, then the custom ones."""
+        return {**VARIANTS, **self.custom_variants}
+
+
+def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -> pa.Table:
+    """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops (validated).
+
+    A captions table holds the parent of every caption. Where the variant drops a hop between kept ones (``mmt_b``
+    keeps hop 2 but not hop 1), a kept caption's ``parent_id`` is pointed at its nearest ancestor the variant
+    holds (for ``mmt_b``: the human caption); its ``caption_id`` still spells the whole chain of systems and its
+    ``hop`` the passes it went through.
+    """
+    if variant.origin is None:
         return prepared
-    chosen = pc.and_(
-        pc.equal(synthesized.column("origin"), origin), pc.is_in(synthesized.column("hop"), pa.array(hops, pa.int32()))
-    )
-    table = pa.concat_tables([prepared, synthesized.filter(chosen)])
-    validate_captions(table, source=f"variant {variant}")
+    from_origin = synthesized.filter(pc.equal(synthesized.column("origin"), variant.origin))
+    kept = variant.kept_hops()
+    chosen = from_origin.filter(pc.is_in(from_origin.column("hop"), pa.array(kept, pa.int32())))
+    if kept != tuple(range(1, kept[-1] + 1)):  # a hop is dropped below a kept one
+        chosen = _point_at_kept_ancestors(chosen, from_origin)
+    table = pa.concat_tables([prepared, chosen])
+    validate_captions(table, source=f"variant {variant.display_name()}")
     return table
+
+
+def _point_at_kept_ancestors(chosen: pa.Table, lineage: pa.Table) -> pa.Table:
+    """``chosen`` with each ``parent_id`` walked up ``lineage`` (synthesized rows: caption -> parent) until it is
+    a caption of ``chosen`` or not a synthesized one (a human caption)."""
+    ids, parent_ids = lineage.column("caption_id").to_pylist(), lineage.column("parent_id").to_pylist()
+    parent_of = dict(zip(ids, parent_ids, strict=True))
+    held = set(chosen.column("caption_id").to_pylist())
+    parents = []
+    for parent in chosen.column("parent_id").to_pylist():
+        while parent not in held and parent in parent_of:
+            parent = parent_of[parent]
+        parents.append(parent)
+    index = chosen.schema.get_field_index("parent_id")
+    return chosen.set_column(index, chosen.schema.field(index), pa.array(parents, pa.string()))
 
 
 def token_types(captions: pa.Table, *, split: str = "train") -> dict[str, int]:

@@ -1,9 +1,11 @@
 """Caption synthesis (Huang et al. 2020, section 3): translate captions and keep where each one came from.
 
-Forward synthesis translates the pivot language's human captions into a target language (hop 1);
-backward synthesis translates those forward outputs back into the pivot (hop 2), as the paper's
-forward-then-backward MMT does. Every synthesized caption records ``origin`` (``mt`` or ``mmt``), the
-``system`` that produced it, its ``hop`` and its ``parent_id``, so later stages can select by provenance.
+Synthesis runs passes ("hops") that alternate between the two directions of one language pair, starting
+forward: hop 1 translates the pivot language's human captions into a target language, hop 2 translates hop
+1's outputs back into the pivot (the paper's forward-then-backward MMT), hop 3 translates hop 2's outputs
+forward again, and so on (:func:`hop_languages`). Every synthesized caption records ``origin`` (``mt`` or
+``mmt``), the ``system`` that produced it, its ``hop`` and its ``parent_id`` (the caption it was translated
+from), so later stages can select by provenance.
 
 Work is cut into shards of source captions; each finished shard is one Parquet file written atomically into
 a work folder named by a fingerprint of the inputs, so a killed run resumes with the finished shards.
@@ -27,6 +29,7 @@ from corpora.tables import CAPTIONS_SCHEMA
 from settings.checks import check_not_empty, check_range
 
 Origin = Literal["mt", "mmt"]
+MAX_HOPS = 8  # each pass costs a full decoding of the captions; beyond a few, paraphrases only drift further
 # translate(texts, image_ids) -> translations, one per text; image_ids let a multimodal system fetch regions
 TranslateFn = Callable[[Sequence[str], Sequence[str]], list[str]]
 
@@ -41,18 +44,21 @@ class SynthesisConfig:
         shard_size: Captions per shard (the unit of resumption and of distribution).
         batch_size: Sentences per decoding batch.
         beam: Beam width.
+        hops: Translation passes per system (:func:`hop_languages`): 1 forward only, 2 forward and back, ...
     """
 
     kinds: tuple[Literal["comparable", "translation"], ...] = ("comparable",)
     shard_size: int = 1000
     batch_size: int = 64
     beam: int = 5
+    hops: int = 2
 
     def __post_init__(self) -> None:
         check_not_empty("kinds", self.kinds, "kind of caption (comparable, translation)")
         check_range("shard_size", self.shard_size, 1, 10_000_000)
         check_range("batch_size", self.batch_size, 1, 65_536)
         check_range("beam", self.beam, 1, 64)
+        check_range("hops", self.hops, 1, MAX_HOPS)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,11 @@ class SynthesisTask:
     tgt_lang: str
     hop: int
     weights_sha256: str  # of the system's weights: a retrained system never reuses old shards
+
+
+def hop_languages(hop: int, pivot: str, target: str) -> tuple[str, str]:
+    """(source, target) language of pass ``hop`` >= 1: odd hops go pivot -> target, even hops target -> pivot."""
+    return (pivot, target) if hop % 2 else (target, pivot)
 
 
 def select_sources(captions: pa.Table, *, lang: str, split: str, kinds: Sequence[str]) -> pa.Table:

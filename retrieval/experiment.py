@@ -51,7 +51,7 @@ class RetrievalConfig:
 
     Attributes:
         models: Registry names; every model x variant x role is one training run.
-        variants: Caption variants (`augment`'s output): none, mt_f, mt_fb, mmt_f, mmt_fb.
+        variants: Caption variants (`augment`'s output): presets of ``mmt.augment`` or ``augment.custom_variants``.
         languages: The caption languages the runs draw on (a role's ``targets`` are those other than the pivot).
         roles: Language roles, one run each: names of :data:`~retrieval.roles.PRESETS` or of ``custom_roles``.
         custom_roles: Roles of your own, by name.

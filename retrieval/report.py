@@ -2,7 +2,8 @@
 
 Rows are model x variant x language role, columns R@1/5/10 of text->image and image->text per language, plus
 rsum (like Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and sampled synthesized captions next to
-their images.
+their images. Variants are shown by the labels the caller passes (the paper's notation, e.g. ``MMT(f+b)``), rows
+in the order of those labels; a run of a variant without a label shows its name, after the labelled ones.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-VARIANT_NAMES = {"none": "-", "mt_f": "MT(f)", "mt_fb": "MT(f+b)", "mmt_f": "MMT(f)", "mmt_fb": "MMT(f+b)"}
 KS = (1, 5, 10)
+# variants whose captions sample_captions shows, richest first (the longest chains of the multimodal system)
+SAMPLED_VARIANTS = ("mmt_fbf", "mmt_fb", "mmt_f", "mt_fbf", "mt_fb", "mt_f")
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,15 @@ def split_run(name: str) -> tuple[str, str, str]:
     return model, variant, role
 
 
-def _run_order(name: str) -> tuple[str, int, str]:
-    model, variant, role = split_run(name)
-    return model, list(VARIANT_NAMES).index(variant) if variant in VARIANT_NAMES else len(VARIANT_NAMES), role
+def _run_order(variant_labels: Mapping[str, str]) -> Callable[[str], tuple[str, int, str]]:
+    """Sort key of run names: by model, then variant in the order of ``variant_labels`` (others last), then role."""
+    positions = {variant: index for index, variant in enumerate(variant_labels)}
+
+    def key(name: str) -> tuple[str, int, str]:
+        model, variant, role = split_run(name)
+        return model, positions.get(variant, len(positions)), role
+
+    return key
 
 
 def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -52,15 +60,22 @@ def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(langs))
 
 
-def results_markdown(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """One table per language (and per translate-search language), rows sorted by model, variant, role."""
+def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
+    """One table per language (and per translate-search language), rows sorted by model, variant, role.
+
+    Args:
+        results: Run name (``<model>-<variant>-<role>``) -> its metrics.
+        variant_labels: Variant name -> how the tables show it, in the order of their rows.
+    """
     lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed.", ""]
     for lang in languages_of(results):
-        lines += [f"## {_heading(lang)}", "", *_table({name: m[lang] for name, m in results.items() if lang in m}), ""]
+        rows = {name: m[lang] for name, m in results.items() if lang in m}
+        lines += [f"## {_heading(lang)}", "", *_table(rows, variant_labels), ""]
     searched = {name: m["translate_search"] for name, m in results.items() if "translate_search" in m}
     for lang in sorted({lang for per_lang in searched.values() for lang in per_lang}):
+        rows = {name: per_lang[lang] for name, per_lang in searched.items() if lang in per_lang}
         lines += [f"## translate-search: {lang} queries translated to the pivot (Table 5)", ""]
-        lines += [*_table({name: per_lang[lang] for name, per_lang in searched.items() if lang in per_lang}), ""]
+        lines += [*_table(rows, variant_labels), ""]
     return "\n".join(lines)
 
 
@@ -70,25 +85,31 @@ def _heading(key: str) -> str:
     return f"{lang}, mean over test folds" if folds == "folds" else key
 
 
-def _table(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> list[str]:
     header = ["model", "variant", "role", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name in sorted(rows, key=_run_order):
+    for name in sorted(rows, key=_run_order(variant_labels)):
         metrics = rows[name]
         model, variant, role = split_run(name)
-        cells = [model, VARIANT_NAMES.get(variant, variant), role]
+        cells = [model, variant_labels.get(variant, variant), role]
         cells += [f"{metrics[direction][f'r{k}']:.1f}" for direction in ("t2i", "i2t") for k in KS]
         cells.append(f"{metrics['rsum']:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def results_html(results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sample]) -> str:
+def results_html(
+    results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sample], variant_labels: Mapping[str, str]
+) -> str:
     """A self-contained page: the tables, an rsum bar chart per language, and synthesized-caption samples."""
     body = ["<h1>Retrieval results</h1>"]
     for lang in languages_of(results):
         rows = {name: m[lang] for name, m in results.items() if lang in m}
-        body += [f"<h2>{html.escape(_heading(lang))}</h2>", _html_table(rows), _rsum_chart(rows)]
+        body += [
+            f"<h2>{html.escape(_heading(lang))}</h2>",
+            _html_table(rows, variant_labels),
+            _rsum_chart(rows, variant_labels),
+        ]
     if samples:
         body.append("<h2>Synthesized captions</h2>")
         for sample in samples:
@@ -107,8 +128,8 @@ def results_html(results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sam
            f"</head><body>{''.join(body)}</body></html>\n"  # fmt: skip
 
 
-def _html_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = _table(rows)
+def _html_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
+    lines = _table(rows, variant_labels)
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     out = ["<table><tr>" + "".join(f"<th>{html.escape(cell)}</th>" for cell in header) + "</tr>"]
     for line in lines[2:]:
@@ -117,9 +138,9 @@ def _html_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
     return "".join(out) + "</table>"
 
 
-def _rsum_chart(rows: Mapping[str, Mapping[str, Any]]) -> str:
+def _rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
     """Horizontal bars of rsum (out of 600), one per run, as inline SVG."""
-    names = sorted(rows, key=_run_order)
+    names = sorted(rows, key=_run_order(variant_labels))
     height = 22 * len(names) + 10
     bars = []
     for index, name in enumerate(names):
@@ -133,8 +154,8 @@ def _rsum_chart(rows: Mapping[str, Mapping[str, Any]]) -> str:
 
 def sample_captions(augmented: Path, prepared: Path, images: Path, count: int) -> list[Sample]:
     """The first ``count`` train images with synthesized captions in the richest variant present, each with its
-    human caption and the chain of captions translated from it."""
-    variants = [name for name in ("mmt_fb", "mmt_f", "mt_fb", "mt_f") if (augmented / name).is_dir()]
+    human caption and the chain of captions translated from it, hop after hop."""
+    variants = [name for name in SAMPLED_VARIANTS if (augmented / name).is_dir()]
     if not variants or count == 0:
         return []
     table = pq.read_table(augmented / variants[0] / "captions.parquet")
@@ -149,15 +170,20 @@ def sample_captions(augmented: Path, prepared: Path, images: Path, count: int) -
         source = next((c for c in captions if c["caption_id"] in synthesized_parents), None)
         if source is None:
             continue
-        chain = [("human " + source["lang"], source["text"])]
-        for child in (c for c in captions if c["parent_id"] == source["caption_id"]):
-            chain.append((f"{child['system']} hop {child['hop']} {child['lang']}", child["text"]))
-            chain += [(f"{g['system']} hop {g['hop']} {g['lang']}", g["text"]) for g in captions
-                      if g["parent_id"] == child["caption_id"]]  # fmt: skip
+        chain = [("human " + source["lang"], source["text"]), *_descendants(source, captions)]
         samples.append(Sample(image_id, thumbnail(images / paths[image_id]), tuple(chain)))
         if len(samples) == count:
             break
     return samples
+
+
+def _descendants(parent: dict[str, Any], captions: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(label, text) of every caption translated from ``parent``, each followed by its own descendants."""
+    chain = []
+    for child in (c for c in captions if c["parent_id"] == parent["caption_id"]):
+        chain.append((f"{child['system']} hop {child['hop']} {child['lang']}", child["text"]))
+        chain += _descendants(child, captions)
+    return chain
 
 
 def thumbnail(path: Path, size: int = 160) -> bytes:

@@ -97,15 +97,19 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def write_report(metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int) -> str:
-    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``."""
+def write_report(
+    metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int,
+    variant_labels: dict[str, str],
+) -> str:  # fmt: skip
+    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``; variants
+    are shown by ``variant_labels`` (name -> label, in the order of the rows)."""
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
     results = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in files}
-    markdown = results_markdown(results)
+    markdown = results_markdown(results, variant_labels)
     pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)
     write_text(Path(out_dir) / "results.md", markdown)
-    write_text(Path(out_dir) / "index.html", results_html(results, pages))
+    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels))
     create_markdown_artifact(key="retrieval-results", markdown=markdown, description="Retrieval results")
     return markdown

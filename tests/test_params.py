@@ -324,3 +324,79 @@ def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
     params = parse_params(changed)
     assert params.corpus(params.corpus_roles.target).format == "karpathy"
     assert params.corpus(params.corpus_roles.mmt_finetune).format == "multi30k"
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        (
+            {"retrieval.variants": ["none", "mmt_fbf"]},
+            r"retrieval\.variants\[1\]: mmt_fbf needs 3 hops; synthesis\.hops is 2$",
+        ),
+        (
+            {"synthesis.hops": 1, "retrieval.variants": ["none", "mmt_f", "mmt_b"]},
+            r"retrieval\.variants\[2\]: mmt_b needs 2 hops; synthesis\.hops is 1$",  # hop 1 is made, not kept
+        ),
+        (
+            {"synthesis.hops": 1, "retrieval.variants": ["mt_fb"]},
+            r"retrieval\.variants\[0\]: mt_fb needs 2 hops; synthesis\.hops is 1$",
+        ),
+        ({"synthesis.hops": 9}, r"synthesis\.hops: got 9, allowed: 1 to 8$"),
+        (
+            {"augment.custom_variants": {"deep": {"origin": "mt", "hops": 4}}, "retrieval.variants": ["none", "deep"]},
+            r"retrieval\.variants\[1\]: deep needs 4 hops; synthesis\.hops is 2$",
+        ),
+        (
+            {"retrieval.variants": ["none", "mmt_x"]},
+            r"retrieval\.variants\[1\]: unknown name 'mmt_x'; known: none, mt_f, ",
+        ),
+        (
+            {"augment.custom_variants": {"mmt-b": {"origin": "mmt", "hops": 2, "keep": [2]}}},
+            r"augment\.custom_variants\.mmt-b: got 'mmt-b', allowed: lowercase letters, digits and _",
+        ),
+        (
+            {"augment.custom_variants": {"mmt_b": {"origin": "mmt", "hops": 2, "keep": [2]}}},
+            r"augment\.custom_variants\.mmt_b: a preset has this name; presets: none, mt_f",
+        ),
+        (
+            {"augment.custom_variants": {"para": {"origin": "mmt", "hops": 2, "keep": [3]}}},
+            r"augment\.custom_variants\.para\.keep\[0\]: got 3, allowed: a hop from 1 to 2$",
+        ),
+        (
+            {"augment.custom_variants": {"para": {"origin": "nmt", "hops": 2}}},
+            r"augment\.custom_variants\.para\.origin: got 'nmt', allowed: mt, mmt",
+        ),
+        (
+            {"augment.custom_variants": {"para": {"hops": 2}}},
+            r"augment\.custom_variants\.para\.origin: missing: hops 2 need a system",
+        ),
+    ],
+)
+def test_variants_are_known_and_within_the_synthesized_hops(
+    tree: dict[str, Any], edits: dict[str, Any], expected: str
+) -> None:
+    changed = tree
+    for key_path, value in edits.items():
+        changed = edited(changed, key_path, value)
+    with pytest.raises(ParamsError, match=expected):
+        parse_params(changed)
+
+
+def test_variants_of_more_hops_and_of_your_own(tree: dict[str, Any]) -> None:
+    from mmt.augment import VARIANTS, Variant
+
+    changed = edited(tree, "synthesis.hops", 3)
+    changed = edited(changed, "augment.custom_variants", {"paraphrases": {"origin": "mmt", "hops": 3, "keep": [2]}})
+    params = parse_params(edited(changed, "retrieval.variants", ["none", "paraphrases", "mmt_fbf"]))
+    assert params.synthesis.hops == 3 and params.retrieval.variants == ("none", "paraphrases", "mmt_fbf")
+    assert params.augment.variants == {**VARIANTS, "paraphrases": Variant("mmt", hops=3, keep=(2,))}
+    assert parse_params(tree).synthesis.hops == 2 and parse_params(tree).augment.custom_variants == {}
+
+
+def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
+    """augment builds the variants of retrieval.variants (presets or augment.custom_variants) and report labels
+    them: DVC reruns them when those params change."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert {"augment", "retrieval.variants"} <= set(stages["augment"]["params"])
+    assert "augment" in stages["report"]["params"]
+    assert "synthesis" in stages["synthesize"]["do"]["params"]  # synthesis.hops: the passes it runs

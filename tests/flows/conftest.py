@@ -47,6 +47,7 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
 def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Features, both MMT directions, synthesis and the augmented variants of the tiny dataset (run once)."""
     from flows import augment, synthesize, train_mmt
+    from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
     root = tmp_path_factory.mktemp("mmt")
@@ -56,7 +57,11 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(root / "mt-models"),
                     "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
     synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
-    augment.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
+    # `augment` builds the variants of retrieval.variants: here every preset of at most two hops
+    every_variant = tiny_params_tree()
+    every_variant["retrieval"]["variants"] = ["none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b"]
+    augment_params = write_params(root / "every-variant.yaml", every_variant)
+    augment.main(["--params", str(augment_params), "--prepared", str(tiny_dataset.prepared),
                   "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
                   "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
     return root

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from corpora.tables import read_captions
-from flows import cli, synthesize, train_mmt
+from flows import augment, cli, synthesize, train_mmt
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
 
@@ -44,11 +44,59 @@ def test_synthesized_captions_have_provenance(trained: Path) -> None:
 
 
 def test_variants_and_diversity(trained: Path) -> None:
+    variants = ("none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b")
+    assert sorted(path.name for path in (trained / "augmented").iterdir()) == sorted(variants)
     sizes = {variant: read_captions(trained / "augmented" / variant / "captions.parquet").num_rows
-             for variant in ("none", "mt_f", "mt_fb", "mmt_f", "mmt_fb")}  # fmt: skip
+             for variant in variants}  # fmt: skip
     assert sizes["mmt_f"] == sizes["none"] + 30 and sizes["mmt_fb"] == sizes["none"] + 60 == sizes["mt_fb"]
+    assert sizes["mmt_b"] == sizes["none"] + 30 == sizes["mt_b"]
     diversity = json.loads((trained / "metrics" / "augment.json").read_text())
+    assert set(diversity) == set(variants)
     assert set(diversity["none"]["token_types"]) == {"en", "de", "fr", "cs"}
+    assert diversity["mmt_b"]["captions"] == sizes["mmt_b"]
+
+
+def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path
+) -> None:
+    """synthesis.hops 3 adds a third pass (the paraphrases forward again) and leaves hops 1 and 2 as they were;
+    a custom variant keeping hop 2 alone holds, beside the human captions, only synthesized pivot captions."""
+    tree = tiny_params_tree()
+    tree["synthesis"].update(hops=3)
+    tree["augment"]["custom_variants"] = {"paraphrases": {"origin": "mmt", "hops": 3, "keep": [2]}}
+    tree["retrieval"].update(variants=["none", "mmt_fbf", "paraphrases"])
+    params = write_params(tmp_path / "three-hops.yaml", tree)
+    synthesized = tmp_path / "synthesized" / "de.parquet"
+    # in the two-hop run's work folder: its finished shards of hops 1 and 2 are reused
+    synthesize.main(["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
+                     "--store", str(trained / "features" / "compact"), "--models", str(trained / "models"),
+                     "--work", str(trained / "work"), "--out", str(synthesized)])  # fmt: skip
+    table = pq.read_table(synthesized)
+    two_hops = pq.read_table(trained / "synthesized" / "de.parquet")
+    assert table.filter(pc.less_equal(table.column("hop"), 2)).equals(two_hops)
+    rows = table.to_pylist()
+    by_id = {row["caption_id"]: row for row in rows}
+    third = [row for row in rows if row["hop"] == 3]
+    assert len(third) == 2 * 30  # mmt and mt, each translating hop 2's 30 captions
+    for row in third:
+        parent = by_id[row["parent_id"]]
+        assert (row["lang"], row["system"]) == ("de", f"{row['origin']}-en-de")
+        assert (parent["hop"], parent["lang"], parent["system"]) == (2, "en", f"{row['origin']}-de-en")
+        assert by_id[parent["parent_id"]]["hop"] == 1 and row["caption_id"] == f"{parent['caption_id']}>{row['system']}"
+    augment.main(["--params", str(params), "--prepared", str(tiny_dataset.prepared),
+                  "--synthesized", str(tmp_path / "synthesized"), "--out", str(tmp_path / "augmented"),
+                  "--metrics", str(tmp_path / "augment.json")])  # fmt: skip
+    assert sorted(path.name for path in (tmp_path / "augmented").iterdir()) == ["mmt_fbf", "none", "paraphrases"]
+    human = read_captions(tmp_path / "augmented" / "none" / "captions.parquet")
+    fbf = read_captions(tmp_path / "augmented" / "mmt_fbf" / "captions.parquet")
+    assert fbf.num_rows == human.num_rows + 3 * 30
+    paraphrases = read_captions(tmp_path / "augmented" / "paraphrases" / "captions.parquet")
+    added = paraphrases.filter(pc.not_equal(paraphrases.column("origin"), "human")).to_pylist()
+    assert len(added) == 30 and paraphrases.num_rows == human.num_rows + 30
+    assert {(row["origin"], row["hop"], row["lang"]) for row in added} == {("mmt", 2, "en")}
+    human_ids = set(human.column("caption_id").to_pylist())
+    assert all(row["parent_id"] in human_ids for row in added)  # hop 1 is not in the variant: its human source is
+    assert set(json.loads((tmp_path / "augment.json").read_text())) == {"none", "mmt_fbf", "paraphrases"}
 
 
 def test_translate_cli_with_and_without_regions(

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from corpora import tables
-from mmt.augment import build_variant, token_types
-from mmt.synthesis import SynthesisTask, select_sources, synthesize
+from mmt.augment import VARIANTS, build_variant, token_types
+from mmt.synthesis import SynthesisTask, hop_languages, select_sources, synthesize
 
 
 def prepared() -> pa.Table:
@@ -89,13 +89,15 @@ def test_variants_take_the_right_hops_and_origins(tmp_path: Path) -> None:
     )
     synthesized = pa.concat_tables([forward, backward, text_only])
     sizes = {
-        name: build_variant(captions, synthesized, name).num_rows
-        for name in ("none", "mmt_f", "mmt_fb", "mt_f", "mt_fb")
+        name: build_variant(captions, synthesized, VARIANTS[name]).num_rows
+        for name in ("none", "mmt_f", "mmt_fb", "mmt_b", "mt_f", "mt_fb")
     }
-    assert sizes == {"none": 6, "mmt_f": 9, "mmt_fb": 12, "mt_f": 9, "mt_fb": 9}
+    assert sizes == {"none": 6, "mmt_f": 9, "mmt_fb": 12, "mmt_b": 9, "mt_f": 9, "mt_fb": 9}
     assert backward.column("parent_id").to_pylist() == forward.column("caption_id").to_pylist()
-    with pytest.raises(ValueError, match="unknown variant 'mmt_x'"):
-        build_variant(captions, synthesized, "mmt_x")
+
+
+def test_passes_alternate_starting_forward() -> None:
+    assert [hop_languages(hop, "en", "de") for hop in (1, 2, 3, 4)] == [("en", "de"), ("de", "en")] * 2
 
 
 def test_token_types_count_lowercased_moses_tokens() -> None:

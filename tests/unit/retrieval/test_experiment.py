@@ -38,7 +38,7 @@ from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
 from retrieval.mule import MULEConfig
 from retrieval.registry import MODELS
-from retrieval.report import Sample, sample_captions, thumbnail
+from retrieval.report import Sample, results_html, results_markdown, sample_captions, thumbnail
 from retrieval.roles import ResolvedRole
 from retrieval.san import SANConfig
 from retrieval.scan import SCANConfig
@@ -730,6 +730,7 @@ def _augmented_rows() -> list[dict[str, Any]]:
         row("a#de#1", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mmt-en-de"),
         row("a#fr#1", "a", "fr", "un cercle rouge", "a#en#c1", 1, "mmt-en-fr"),
         row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),
+        row("a#de#3", "a", "de", "ein roter Ring", "a#en#2", 3, "mmt-en-de"),
         row("c#de#1", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mmt-en-de", split="test"),
         row("d#de#1", "d", "de", "ein schwarzes Quadrat", "d#en#c1", 1, "mmt-en-de"),
     ]
@@ -771,6 +772,7 @@ def test_sample_captions_show_the_chain_from_each_human_caption(tmp_path: Path) 
             ("human en", "a red circle"),
             ("mmt-en-de hop 1 de", "ein roter Kreis"),
             ("mmt-de-en hop 2 en", "a red ring"),
+            ("mmt-en-de hop 3 de", "ein roter Ring"),
             ("mmt-en-fr hop 1 fr", "un cercle rouge"),
         ),
     )
@@ -780,10 +782,24 @@ def test_sample_captions_show_the_chain_from_each_human_caption(tmp_path: Path) 
 
 
 def test_sample_captions_read_the_richest_variant(tmp_path: Path) -> None:
-    """mmt_fb before mmt_f before mt_fb before mt_f; no variant folder or count 0: no samples."""
+    """mmt_fbf, mmt_fb, mmt_f, then mt_fbf, mt_fb, mt_f; no variant folder or count 0: no samples."""
     augmented, prepared, images = _write_augmented(tmp_path, ["mt_fb", "mt_f", "none"])
     assert [s.image_id for s in sample_captions(augmented, prepared, images, count=5)] == ["a", "d"]
     (augmented / "mt_fb").rename(augmented / "other")
     assert sample_captions(augmented, prepared, images, count=5) == []  # mt_f holds no synthesized captions
     assert sample_captions(augmented, prepared, images, count=0) == []
     assert sample_captions(tmp_path / "nowhere", prepared, images, count=3) == []
+
+
+def test_report_rows_show_the_variant_labels_in_their_order() -> None:
+    """Labelled variants in the order of the labels (presets, then custom ones), a run of another variant by its
+    name after them; the same order in the rsum chart."""
+    recall = {"t2i": {"r1": 1.0, "r5": 2.0, "r10": 3.0}, "i2t": {"r1": 4.0, "r5": 5.0, "r10": 6.0}, "rsum": 21.0}
+    runs = ["san-stale-all", "san-paraphrases-all", "san-mmt_fbf-all", "san-none-all"]
+    results = {name: {"en": recall} for name in runs}
+    labels = {"none": "-", "mmt_fbf": "MMT(f+b+f)", "paraphrases": "MMT(f+b+f; hop 2)"}
+    rows = [line.split(" | ")[1] for line in results_markdown(results, labels).splitlines() if line.startswith("| san")]
+    assert rows == ["-", "MMT(f+b+f)", "MMT(f+b+f; hop 2)", "stale"]
+    page = results_html(results, [], labels)
+    assert page.index("san-none-all") < page.index("san-mmt_fbf-all") < page.index("san-paraphrases-all")
+    assert page.index("san-paraphrases-all") < page.index("san-stale-all") and "MMT(f+b+f; hop 2)" in page

@@ -8,6 +8,8 @@ import pytest
 
 from retrieval.report import results_html, results_markdown, split_run
 
+LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
+
 
 def _metrics(r1: float) -> dict[str, Any]:
     recalls = {"r1": r1, "r5": 50.0, "r10": 60.0, "medr": 2.0, "meanr": 3.0}
@@ -31,7 +33,7 @@ def test_markdown_rows_are_ordered_by_model_variant_and_role() -> None:
         "san-none-pivot_only": {"en": _metrics(3.0)},
         "san-none-all": {"en": _metrics(4.0), "de": _metrics(5.0)},
     }
-    lines = results_markdown(results).splitlines()
+    lines = results_markdown(results, LABELS).splitlines()
     rows = [line for line in lines if line.startswith("| san") or line.startswith("| vsepp")]
     assert [row.split(" | ")[:3] for row in rows[:4]] == [
         ["| san", "-", "all"],
@@ -48,9 +50,9 @@ def test_fold_means_and_translate_search_get_their_own_tables() -> None:
     results = {
         "san-mmt_f-all": {"en": _metrics(1.0), "en-folds": _metrics(2.0), "translate_search": {"de": _metrics(3.0)}}
     }
-    markdown = results_markdown(results)
+    markdown = results_markdown(results, LABELS)
     assert "## en, mean over test folds" in markdown
     assert "## translate-search: de queries translated to the pivot (Table 5)" in markdown
     assert "| san | MMT(f) | all | 3.0 |" in markdown
-    page = results_html(results, [])
+    page = results_html(results, [], LABELS)
     assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 2
