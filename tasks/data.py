@@ -31,6 +31,7 @@ def generate_synthetic_dataset(
     with tqdm(total=sum(config.splits.as_dict().values()), unit="img", desc="generate") as bar:
 
         def report(done: int, total: int) -> None:
+            bar.total = total  # the second corpus's images come after the first's
             bar.update(done - bar.n)
             update_progress_artifact(artifact_id=artifact_id, progress=100.0 * done / total)
 
