@@ -138,6 +138,9 @@ class Params:
             key = f"retrieval.variants[{index}]"
             if name not in variants:
                 raise SettingError(key, f"unknown name {name!r}; known: {', '.join(variants)}")
+            origin = variants[name].origin
+            if origin is not None and origin not in self.mmt.systems:  # `synthesize` would not run that system
+                raise SettingError(key, f"{name} needs the {origin} system; mmt.systems is {list(self.mmt.systems)}")
             if variants[name].hops > self.synthesis.hops:  # `augment` would find no captions of the later hops
                 raise SettingError(key, f"{name} needs {variants[name].hops} hops; synthesis.hops is "
                                         f"{self.synthesis.hops}")  # fmt: skip
@@ -150,6 +153,9 @@ class Params:
                 retrieval.role(name, languages.pivot)
             except SettingError as error:
                 raise SettingError(f"retrieval.{error.key}", error.message) from None
+        if retrieval.translate_search.languages and "mt" not in self.mmt.systems:
+            message = f"translate-search translates with the mt system; mmt.systems is {list(self.mmt.systems)}"
+            raise SettingError("retrieval.translate_search.languages", message)
         if retrieval.translate_search.languages and languages.pivot not in retrieval.languages:
             message = f"translate-search queries the pivot ({languages.pivot}); add it to retrieval.languages"
             raise SettingError("retrieval.translate_search.languages", message)

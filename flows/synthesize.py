@@ -15,7 +15,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from corpora.prepared import read_prepared
-from flows.params import Params
+from flows.params import Params, ParamsError
 from flows.stage import run_stage, run_tags, stage_parser, task_runner
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
@@ -27,26 +27,26 @@ ORIGINS: tuple[Origin, ...] = ("mmt", "mt")  # the order of the rows in the outp
 
 @flow(name="synthesize", log_prints=True, persist_result=False)
 def synthesize(
-    config: SynthesisConfig, pivot: str, target: str, prepared: str, store: str, models: str, work: str, out: str,
-    runtime: Runtime,
+    config: SynthesisConfig, pivot: str, target: str, prepared: str, store: str | None, models: str, work: str,
+    out: str, runtime: Runtime, origins: tuple[Origin, ...] = ORIGINS,
 ) -> dict[str, int]:  # fmt: skip
     captions = read_prepared(prepared).captions
     sources = select_sources(captions, lang=pivot, split="train", kinds=config.kinds)
     passes: dict[Origin, list[pa.Table]] = {}  # origin -> the outputs of hops 1..config.hops
-    for origin in ORIGINS:
+    for origin in origins:
         previous = sources
         passes[origin] = []
         for hop in range(1, config.hops + 1):
             src, tgt = hop_languages(hop, pivot, target)
             previous = _pass(config, previous, f"{origin}-{src}-{tgt}", origin, tgt, hop, store, models, work, runtime)
             passes[origin].append(previous)
-    counts = write_synthesized([table for origin in ORIGINS for table in passes[origin]], prepared, out)
+    counts = write_synthesized([table for origin in origins for table in passes[origin]], prepared, out)
     _show_samples(sources, passes, pivot, target)
     return counts
 
 
 def _pass(
-    config: SynthesisConfig, sources: pa.Table, system: str, origin: Origin, lang: str, hop: int, store: str,
+    config: SynthesisConfig, sources: pa.Table, system: str, origin: Origin, lang: str, hop: int, store: str | None,
     models: str, work: str, runtime: Runtime,
 ) -> pa.Table:  # fmt: skip
     """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
@@ -80,15 +80,19 @@ def _show_samples(sources: pa.Table, passes: dict[Origin, list[pa.Table]], pivot
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("synthesize", __doc__ or "")
     parser.add_argument("--target", required=True)
-    for name in ("prepared", "store", "models", "work", "out"):
+    for name in ("prepared", "models", "work", "out"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--store", help="the target corpus's FeatureStore (not read when mmt.systems is [mt])")
 
     def body(args: argparse.Namespace, params: Params) -> None:
+        if "mmt" in params.mmt.systems and args.store is None:
+            raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
+        origins = tuple(origin for origin in ORIGINS if origin in params.mmt.systems)
         runtime = Runtime.resolve(params.device, params.precision)
         runnable = synthesize.with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("synthesize"), f"pair:{params.languages.pivot}-{args.target}"):
             runnable(params.synthesis, params.languages.pivot, args.target, args.prepared, args.store, args.models,
-                     args.work, args.out, runtime)  # fmt: skip
+                     args.work, args.out, runtime, origins)  # fmt: skip
 
     run_stage(parser, argv, body)
 

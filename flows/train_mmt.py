@@ -4,7 +4,8 @@ For each direction: subword vocabularies; text-only pre-training on the parallel
 multimodal fine-tuning with region features on the translation captions of the corpus in
 `corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.pt`);
 the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.pt`);
-BLEU/chrF of both on the test captions.
+BLEU/chrF of both on the test captions. `mmt.systems: [mt]` trains the text-only system alone and needs no
+FeatureStore: the route for a corpus without images (run the flow without `--store`).
 """
 
 from __future__ import annotations
@@ -19,20 +20,20 @@ from prefect.artifacts import create_table_artifact
 
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
-from flows.params import Params
+from flows.params import Params, ParamsError
 from flows.stage import run_stage, run_tags, stage_parser
 from mmt.pairs import direction_data
-from mmt.systems import SystemRequest, SystemsConfig
+from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
 from settings.runtime import Runtime
 from tasks.mmt import pretrain_direction, test_translation_system, train_subwords, train_translation_system
 
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
 def train_mmt(
-    config: SystemsConfig, pivot: str, target: str, prepared: str, parallel: str, store: str, models: str,
+    config: SystemsConfig, pivot: str, target: str, prepared: str, parallel: str, store: str | None, models: str,
     mt_models: str, metrics: str, seed: int, runtime: Runtime,
 ) -> list[dict[str, object]]:  # fmt: skip
-    region_dim = FeatureStore.open(store).dim
+    region_dim = FeatureStore.open(store).dim if store is not None else TEXT_ONLY_REGION_DIM
     # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
     corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
     rows: list[dict[str, object]] = []
@@ -41,11 +42,13 @@ def train_mmt(
         mmt_dir = Path(models) / f"mmt-{src}-{tgt}"
         train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=seed)
         pretrain_direction(data, config, model_dir=str(mmt_dir), region_dim=region_dim, seed=seed, runtime=runtime)
-        for backend, folder in (("mmt", mmt_dir), (config.mt_system, Path(models) / f"mt-{src}-{tgt}")):
-            request = SystemRequest(src, tgt, data, config, folder, mmt_dir / "pretrain.pt", store, Path(mt_models),
-                                    seed, runtime)  # fmt: skip
-            train_translation_system(backend, request)
-        for folder in (mmt_dir, Path(models) / f"mt-{src}-{tgt}"):
+        folders = {"mmt": mmt_dir, "mt": Path(models) / f"mt-{src}-{tgt}"}
+        backends = {"mmt": "mmt", "mt": config.mt_system}
+        for system in config.systems:
+            request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / "pretrain.pt", store,
+                                    Path(mt_models), seed, runtime)  # fmt: skip
+            train_translation_system(backends[system], request)
+        for folder in (folders[system] for system in config.systems):
             scores = test_translation_system(str(folder), data.captions["test"], store=store, tgt=tgt,
                                              beam=config.beam, runtime=runtime,
                                              metrics_path=f"{metrics}/{folder.name}.json")  # fmt: skip
@@ -59,11 +62,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--target", required=True, help="target language (one of mmt.targets)")
     parser.add_argument("--prepared", required=True, help="the fine-tuning corpus (corpus_roles.mmt_finetune)")
     parser.add_argument("--parallel", required=True, help="the prepared text-only corpus (<paths.prepared>/parallel)")
-    parser.add_argument("--store", required=True, help="the fine-tuning corpus's FeatureStore")
+    parser.add_argument("--store", help="the fine-tuning corpus's FeatureStore (not read when mmt.systems is [mt])")
     for name in ("models", "mt_models", "metrics"):
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
+        if "mmt" in params.mmt.systems and args.store is None:
+            raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
         runtime = Runtime.resolve(params.device, params.precision)
         with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
             train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,

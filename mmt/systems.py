@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -34,12 +35,14 @@ from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig, fit
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
-from settings.checks import check, check_range
+from settings.checks import check, check_choice, check_not_empty, check_range
 from settings.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
+SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder prefixes, caption origins)
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>}
+TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
 
 
@@ -56,6 +59,8 @@ class SystemsConfig:
         beam: Beam width of the test translations.
         mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
         marian: The Marian backend's models.
+        systems: Which systems `train_mmt` trains and `synthesize` runs: ``mmt`` (needs the corpus's region
+            features) and ``mt``. ``[mt]`` alone is the text-only route, for corpora without images.
     """
 
     targets: tuple[str, ...] = ("de",)
@@ -66,9 +71,14 @@ class SystemsConfig:
     beam: int = 5
     mt_system: str = "text-only"
     marian: MarianSettings = field(default_factory=MarianSettings)
+    systems: tuple[SystemName, ...] = ("mmt", "mt")
 
     def __post_init__(self) -> None:
         check_range("beam", self.beam, 1, 64)
+        check_not_empty("systems", self.systems, "system")
+        for index, name in enumerate(self.systems):
+            check_choice(f"systems[{index}]", name, SystemName)
+        check(len(set(self.systems)) == len(self.systems), "systems", list(self.systems), "each system once")
         text_only = [name for name, backend in BACKENDS.items() if not backend.multimodal]
         check(self.mt_system in text_only, "mt_system", self.mt_system, ", ".join(text_only))
 
@@ -84,7 +94,8 @@ class SystemRequest:
         config: The `mmt` settings.
         out_dir: The system folder to write.
         pretrained: The direction's text-only ``pretrain.pt`` (its folder holds the text pipeline).
-        store: FeatureStore folder of the caption images (the multimodal backend reads it).
+        store: FeatureStore folder of the caption images (the multimodal backend reads it); None on the
+            text-only route (no images).
         mt_models: Folder of Marian models the user holds (``marian.local_dirs``).
         seed: Seeds every random choice of the training.
         runtime: Device and precision.
@@ -96,7 +107,7 @@ class SystemRequest:
     config: SystemsConfig
     out_dir: Path
     pretrained: Path
-    store: str
+    store: str | None
     mt_models: Path
     seed: int
     runtime: Runtime
@@ -170,9 +181,13 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     text = TextPipeline.load(source)
     if request.out_dir != source:
         text.save(request.out_dir)
-    store = FeatureStore.open(request.store)
+    if multimodal and request.store is None:
+        raise InputError(f"{request.out_dir.name}: the multimodal system needs the corpus's region features")
+    store = FeatureStore.open(request.store) if request.store is not None else None
     torch.manual_seed(request.seed)
-    model = RegionalMMT(request.config.model, _shape(text, request.config, store.dim))
+    # without images the visual projection is never used; its input size follows the pre-trained checkpoint
+    region_dim = store.dim if store is not None else TEXT_ONLY_REGION_DIM
+    model = RegionalMMT(request.config.model, _shape(text, request.config, region_dim))
     fresh = load_pretrained_into(model, request.pretrained)
     logger.info("Fine-tuning %s from %s; newly initialised: %s", request.out_dir.name, request.pretrained, fresh)
     captions = request.data.captions

@@ -400,3 +400,34 @@ def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
     assert {"augment", "retrieval.variants"} <= set(stages["augment"]["params"])
     assert "augment" in stages["report"]["params"]
     assert "synthesis" in stages["synthesize"]["do"]["params"]  # synthesis.hops: the passes it runs
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        ({"mmt.systems": ["mt", "nmt"]}, r"mmt\.systems\[1\]: got 'nmt', allowed: mmt, mt$"),
+        ({"mmt.systems": []}, r"mmt\.systems: at least one system is needed$"),
+        ({"mmt.systems": ["mt", "mt"]}, r"mmt\.systems: got \['mt', 'mt'\], allowed: each system once$"),
+        (
+            {"mmt.systems": ["mt"]},
+            r"retrieval\.variants\[1\]: mmt_f needs the mmt system; mmt\.systems is \['mt'\]$",
+        ),
+        (
+            {"mmt.systems": ["mmt"], "retrieval.variants": ["none", "mmt_f"]},
+            r"retrieval\.translate_search\.languages: translate-search translates with the mt system",
+        ),
+    ],
+)
+def test_systems_are_checked_against_the_variants_and_translate_search(
+    tree: dict[str, Any], edits: dict[str, Any], expected: str
+) -> None:
+    changed = tree
+    for key_path, value in edits.items():
+        changed = edited(changed, key_path, value)
+    with pytest.raises(ParamsError, match=expected):
+        parse_params(changed)
+
+
+def test_the_text_only_route_needs_no_mmt(tree: dict[str, Any]) -> None:
+    changed = edited(edited(tree, "mmt.systems", ["mt"]), "retrieval.variants", ["none", "mt_f", "mt_fb"])
+    assert parse_params(changed).mmt.systems == ("mt",)

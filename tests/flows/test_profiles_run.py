@@ -1,0 +1,91 @@
+"""Every profile, end to end on tiny sizes: the stages DVC resolves from dvc.yaml and the merged params run in
+DVC's order, and the report holds the profile's runs.
+
+The stage commands run in this process (``python -m flows.X args`` -> ``flows.X.main(args)``), in the order of
+DVC's own stage graph: the same commands and wiring as ``dvc repro``, without a process start per stage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from flows.profiles import load_profile, merge, profile_names
+from retrieval.report import split_run
+from tests.flows.helpers import REPO, tiny_params_tree, write_params
+
+pytestmark = pytest.mark.flow
+
+TINY_SECOND_CORPUS = {"splits": {"train": 8, "val": 3, "test": 6}, "captions_per_image": 5}
+
+
+def tiny_profile_params(name: str) -> dict[str, Any]:
+    """The tiny edition of the repository's params with profile ``name`` merged in, its sizes kept tiny."""
+    tree = tiny_params_tree()
+    merge(tree, load_profile(name))
+    if tree["generate"]["flickr"]["splits"]["train"]:
+        tree["generate"]["flickr"] = TINY_SECOND_CORPUS
+    tree["retrieval"]["evaluation"].update(fold_images=3, val_images=3)
+    return tree
+
+
+def run_stages_in_order(project: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Run every stage of ``project``'s dvc.yaml in DVC's dependency order; returns the stage names."""
+    from dvc.repo import Repo
+
+    monkeypatch.chdir(project)
+    with Repo(str(project)) as repo:
+        graph = repo.index.graph  # edges point from a stage to the stages it depends on
+        stages = [(stage.addressing, stage.cmd) for stage in reversed(list(nx.topological_sort(graph)))]
+    for _, command in stages:
+        python, dash_m, module, *args = shlex.split(command)
+        assert (python, dash_m) == ("python", "-m") and module.startswith("flows."), command
+        importlib.import_module(module).main(args)
+    return [name for name, _ in stages]
+
+
+@pytest.fixture
+def project(tmp_path: Path, prefect_api_url: str) -> Path:
+    import subprocess
+
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy2(REPO / name, tmp_path / name)
+    for folder in ("data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["dvc", "init", "-q", "--no-scm"], cwd=tmp_path, check=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tiny_profile_params(name)
+    write_params(project / "params.yaml", tree)
+    stages = run_stages_in_order(project, monkeypatch)
+
+    retrieval, roles = tree["retrieval"], tree["corpus_roles"]
+    corpora = {roles["mmt_finetune"], roles["target"]}
+    assert {f"prepare@{corpus}" for corpus in corpora} | {f"features@{corpus}" for corpus in corpora} <= set(stages)
+    runs = {f"{m}-{v}-{r}" for m in retrieval["models"] for v in retrieval["variants"] for r in retrieval["roles"]}
+    assert {stage.removeprefix("train_retrieval@") for stage in stages if "@" in stage and "retrieval" in stage} == runs
+    metrics = {path.stem: json.loads(path.read_text()) for path in (project / "data/metrics/retrieval").glob("*.json")}
+    assert set(metrics) == runs
+    for run, result in metrics.items():
+        _, _, role = split_run(run)
+        tested = {"pivot_test": {"en"}, "pivot_only": {"en"}}.get(role, {"en", "de"})
+        if retrieval["evaluation"]["protocol"] == "both":
+            tested |= {f"{lang}-folds" for lang in tested}
+        assert tested <= set(result), f"{run}: tested on {sorted(result)}"
+        if retrieval["translate_search"]["languages"] and role == "pivot_only":
+            assert set(result["translate_search"]) == {"de"}, f"{run}: de queries translated to en and searched"
+    report = (project / "data/reports/results.md").read_text(encoding="utf-8")
+    assert report.count("| ") >= len(runs)
+    prepared_target = project / "data/prepared" / roles["target"]
+    assert (prepared_target / "images.parquet").is_file()
