@@ -33,6 +33,13 @@ def edited(tree: dict[str, Any], key_path: str, value: Any) -> dict[str, Any]:
     return changed
 
 
+def edited_all(tree: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
+    """``tree`` with every ``key path -> value`` of ``edits`` applied, in order."""
+    for key_path, value in edits.items():
+        tree = edited(tree, key_path, value)
+    return tree
+
+
 def test_repository_params_load() -> None:
     params = load_params(REPO / "params.yaml")
     assert params.languages.all == ("en", "de", "fr", "cs")
@@ -375,11 +382,8 @@ def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
 def test_variants_are_known_and_within_the_synthesized_hops(
     tree: dict[str, Any], edits: dict[str, Any], expected: str
 ) -> None:
-    changed = tree
-    for key_path, value in edits.items():
-        changed = edited(changed, key_path, value)
     with pytest.raises(ParamsError, match=expected):
-        parse_params(changed)
+        parse_params(edited_all(tree, edits))
 
 
 def test_variants_of_more_hops_and_of_your_own(tree: dict[str, Any]) -> None:
@@ -421,11 +425,8 @@ def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
 def test_systems_are_checked_against_the_variants_and_translate_search(
     tree: dict[str, Any], edits: dict[str, Any], expected: str
 ) -> None:
-    changed = tree
-    for key_path, value in edits.items():
-        changed = edited(changed, key_path, value)
     with pytest.raises(ParamsError, match=expected):
-        parse_params(changed)
+        parse_params(edited_all(tree, edits))
 
 
 def test_the_text_only_route_needs_no_mmt(tree: dict[str, Any]) -> None:
