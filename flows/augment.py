@@ -1,5 +1,5 @@
 """Stage `augment`: the caption variants named in `retrieval.variants` (presets or `augment.custom_variants`) and
-their lexical diversity."""
+their lexical diversity: token types and distinct bigrams per language of the train split (section 4.3)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
-from mmt.augment import Variant, build_variant, token_types
+from mmt.augment import Variant, build_variant
+from mmt.diversity import lexical_diversity
 
 
 @flow(name="augment", log_prints=True, persist_result=False)
@@ -28,14 +29,21 @@ def augment(
     corpus = read_prepared(prepared)
     extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
     report: dict[str, object] = {}
+    rows: list[dict[str, object]] = []
     for name, variant in variants.items():
         captions = build_variant(corpus.captions, extra, variant)
         write_captions(captions, Path(out) / name / "captions.parquet", images=corpus.images)
-        report[name] = {"captions": captions.num_rows, "token_types": token_types(captions)}
+        diversity = lexical_diversity(captions)
+        report[name] = {
+            "captions": captions.num_rows,
+            "token_types": {lang: counts["token_types"] for lang, counts in diversity.items()},
+            "bigrams": {lang: counts["bigrams"] for lang, counts in diversity.items()},
+        }
+        rows += [{"variant": name, "lang": lang, **counts} for lang, counts in diversity.items()]
     write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
-    rows = [{"variant": name, "captions": value["captions"], **value["token_types"]} for name, value in report.items()]  # type: ignore[index]
-    create_table_artifact(key="augment-diversity", table=rows, description="Train-split token types per language")
-    get_run_logger().info("Token types (train split): %s", json.dumps(report))
+    description = "Train split: distinct tokens and bigrams per variant and language"
+    create_table_artifact(key="augment-diversity", table=rows, description=description)
+    get_run_logger().info("Lexical diversity (train split): %s", json.dumps(report))
     return report
 
 

@@ -20,8 +20,11 @@ SAMPLES = 6  # images with their synthesized captions on the page
 
 
 @flow(name="report", log_prints=True, persist_result=False)
-def report(metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str]) -> str:
-    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels)
+def report(
+    metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str],
+    diversity: str, round_trips: str,
+) -> str:  # fmt: skip
+    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels, diversity, round_trips)
     print(markdown)
     return markdown
 
@@ -31,13 +34,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in ("metrics", "augmented", "prepared", "out"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--corpus", required=True, help="the target corpus (corpus_roles.target): its images")
+    parser.add_argument("--diversity", required=True, help="augment's metrics file (token types, bigrams)")
+    parser.add_argument("--round_trips", required=True, help="synthesize's metrics folder (<paths.metrics>/synthesis)")
 
     def body(args: argparse.Namespace, params: Params) -> None:
         images = params.corpus(args.corpus).images
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         with tags(*run_tags("report")):
-            report(args.metrics, args.augmented, args.prepared, images, args.out, labels)
+            report(args.metrics, args.augmented, args.prepared, images, args.out, labels, args.diversity,
+                   args.round_trips)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -18,12 +18,10 @@ Rows keep their provenance columns, so a retrieval model can still select among 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sacremoses import MosesTokenizer
 
 from corpora.tables import validate_captions
 from mmt.synthesis import MAX_HOPS, Origin
@@ -147,21 +145,3 @@ def _point_at_kept_ancestors(chosen: pa.Table, lineage: pa.Table) -> pa.Table:
         parents.append(parent)
     index = chosen.schema.get_field_index("parent_id")
     return chosen.set_column(index, chosen.schema.field(index), pa.array(parents, pa.string()))
-
-
-def token_types(captions: pa.Table, *, split: str = "train") -> dict[str, int]:
-    """Distinct lowercased Moses tokens per language among the captions of ``split``."""
-    rows = captions.filter(pc.equal(captions.column("split"), split))
-    counts: dict[str, int] = {}
-    for lang in sorted(pc.unique(rows.column("lang")).to_pylist()):
-        texts = rows.filter(pc.equal(rows.column("lang"), lang)).column("text").to_pylist()
-        counts[lang] = len(_vocabulary(texts, lang))
-    return counts
-
-
-def _vocabulary(texts: Sequence[str], lang: str) -> set[str]:
-    tokenizer = MosesTokenizer(lang=lang)
-    words: set[str] = set()
-    for text in texts:
-        words.update(tokenizer.tokenize(text.lower(), escape=False))
-    return words

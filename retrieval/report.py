@@ -79,6 +79,42 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: M
     return "\n".join(lines)
 
 
+def diversity_markdown(
+    diversity: Mapping[str, Mapping[str, Any]],
+    round_trips: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    variant_labels: Mapping[str, str],
+) -> list[str]:
+    """Section 4.3's measures: distinct tokens and bigrams per variant and language (train split), and per target
+    language, system and hop the share of round-trip captions that differ from their source.
+
+    Args:
+        diversity: ``augment``'s metrics: variant -> {"token_types": {lang: n}, "bigrams": {lang: n}}.
+        round_trips: Target language -> ``synthesize``'s metrics: system -> hop -> {"captions", "changed"}.
+        variant_labels: Variant name -> how the tables show it, in the order of their rows.
+    """
+    lines: list[str] = []
+    if diversity:
+        order = {name: index for index, name in enumerate(variant_labels)}
+        lines += ["## Caption diversity (train split)", "", "| variant | language | token types | bigrams |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for variant in sorted(diversity, key=lambda name: (order.get(name, len(order)), name)):
+            counts = diversity[variant]
+            for lang in sorted(counts["token_types"]):
+                label = variant_labels.get(variant, variant)
+                lines.append(f"| {label} | {lang} | {counts['token_types'][lang]} | {counts['bigrams'][lang]} |")
+        lines.append("")
+    rows = [(target, system, hop, numbers) for target, systems in sorted(round_trips.items())
+            for system, hops in sorted(systems.items()) for hop, numbers in sorted(hops.items())]  # fmt: skip
+    if rows:
+        lines += ["## Round trips that changed their source", "",
+                  "| target | system | hop | captions | changed (%) |", "|---|---|---|---|---|"]  # fmt: skip
+        for target, system, hop, numbers in rows:
+            lines.append(f"| {target} | {system} | {hop.removeprefix('hop')} | {numbers['captions']} | "
+                         f"{100 * numbers['changed']:.1f} |")  # fmt: skip
+        lines.append("")
+    return lines
+
+
 def _heading(key: str) -> str:
     """``en`` -> ``en``; ``en-folds`` (the ``both`` protocol) -> ``en, mean over test folds``."""
     lang, _, folds = key.partition("-")
@@ -99,9 +135,13 @@ def _table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, s
 
 
 def results_html(
-    results: Mapping[str, Mapping[str, Any]], samples: Sequence[Sample], variant_labels: Mapping[str, str]
+    results: Mapping[str, Mapping[str, Any]],
+    samples: Sequence[Sample],
+    variant_labels: Mapping[str, str],
+    extra_sections: Sequence[str] = (),
 ) -> str:
-    """A self-contained page: the tables, an rsum bar chart per language, and synthesized-caption samples."""
+    """A self-contained page: the tables, an rsum bar chart per language, ``extra_sections`` (Markdown lines of
+    ``## `` headings and tables, e.g. :func:`diversity_markdown`) and synthesized-caption samples."""
     body = ["<h1>Retrieval results</h1>"]
     for lang in languages_of(results):
         rows = {name: m[lang] for name, m in results.items() if lang in m}
@@ -110,6 +150,7 @@ def results_html(
             _html_table(rows, variant_labels),
             _rsum_chart(rows, variant_labels),
         ]
+    body += _markdown_html(extra_sections)
     if samples:
         body.append("<h2>Synthesized captions</h2>")
         for sample in samples:
@@ -128,8 +169,27 @@ def results_html(
            f"</head><body>{''.join(body)}</body></html>\n"  # fmt: skip
 
 
+def _markdown_html(lines: Sequence[str]) -> list[str]:
+    """``## `` headings and pipe tables (header, rule, rows) as HTML."""
+    parts: list[str] = []
+    table: list[str] = []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            parts.append(_table_html(table))
+            table = []
+        if line.startswith("## "):
+            parts.append(f"<h2>{html.escape(line[3:])}</h2>")
+    return parts
+
+
 def _html_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
-    lines = _table(rows, variant_labels)
+    return _table_html(_table(rows, variant_labels))
+
+
+def _table_html(lines: Sequence[str]) -> str:
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     out = ["<table><tr>" + "".join(f"<th>{html.escape(cell)}</th>" for cell in header) + "</tr>"]
     for line in lines[2:]:

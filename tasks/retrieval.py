@@ -30,7 +30,7 @@ from retrieval.experiment import (
     train_model,
     translate_search,
 )
-from retrieval.report import results_html, results_markdown, sample_captions
+from retrieval.report import diversity_markdown, results_html, results_markdown, sample_captions
 from retrieval.roles import ResolvedRole
 from settings.runtime import Runtime
 
@@ -99,17 +99,25 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_report(
     metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int,
-    variant_labels: dict[str, str],
+    variant_labels: dict[str, str], diversity: str, round_trips: str,
 ) -> str:  # fmt: skip
-    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``; variants
-    are shown by ``variant_labels`` (name -> label, in the order of the rows)."""
+    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``, with the
+    caption diversity of ``diversity`` (augment's metrics) and ``round_trips/<target>.json`` (synthesize's);
+    variants are shown by ``variant_labels`` (name -> label, in the order of the rows)."""
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
     results = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in files}
-    markdown = results_markdown(results, variant_labels)
+    if not Path(diversity).is_file():
+        raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
+    lexical = json.loads(Path(diversity).read_text(encoding="utf-8"))
+    changes = {
+        path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(Path(round_trips).glob("*.json"))
+    }
+    sections = diversity_markdown(lexical, changes, variant_labels)
+    markdown = "\n".join([results_markdown(results, variant_labels), *sections])
     pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)
     write_text(Path(out_dir) / "results.md", markdown)
-    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels))
+    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections))
     create_markdown_artifact(key="retrieval-results", markdown=markdown, description="Retrieval results")
     return markdown

@@ -56,7 +56,8 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
               "--store", str(store), "--models", str(root / "models")]  # fmt: skip
     train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(root / "mt-models"),
                     "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
-    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet")])
+    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet"),
+                     "--metrics", str(root / "metrics" / "synthesis" / "de.json")])  # fmt: skip
     # `augment` builds the variants of retrieval.variants: here every preset of at most two hops
     every_variant = tiny_params_tree()
     every_variant["retrieval"]["variants"] = ["none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b"]

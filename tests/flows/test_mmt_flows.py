@@ -52,8 +52,14 @@ def test_variants_and_diversity(trained: Path) -> None:
     assert sizes["mmt_b"] == sizes["none"] + 30 == sizes["mt_b"]
     diversity = json.loads((trained / "metrics" / "augment.json").read_text())
     assert set(diversity) == set(variants)
-    assert set(diversity["none"]["token_types"]) == {"en", "de", "fr", "cs"}
+    assert set(diversity["none"]["token_types"]) == set(diversity["none"]["bigrams"]) == {"en", "de", "fr", "cs"}
+    assert all(diversity[name]["bigrams"]["de"] >= diversity["none"]["bigrams"]["de"] for name in variants)
     assert diversity["mmt_b"]["captions"] == sizes["mmt_b"]
+    round_trips = json.loads((trained / "metrics" / "synthesis" / "de.json").read_text())
+    assert set(round_trips) == {"mmt", "mt"}
+    for system in ("mmt", "mt"):
+        assert set(round_trips[system]) == {"hop2"} and round_trips[system]["hop2"]["captions"] == 30
+        assert 0.0 <= round_trips[system]["hop2"]["changed"] <= 1.0
 
 
 def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
@@ -70,7 +76,8 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
     # in the two-hop run's work folder: its finished shards of hops 1 and 2 are reused
     synthesize.main(["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
                      "--store", str(trained / "features" / "compact"), "--models", str(trained / "models"),
-                     "--work", str(trained / "work"), "--out", str(synthesized)])  # fmt: skip
+                     "--work", str(trained / "work"), "--out", str(synthesized),
+                     "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip
     table = pq.read_table(synthesized)
     two_hops = pq.read_table(trained / "synthesized" / "de.parquet")
     assert table.filter(pc.less_equal(table.column("hop"), 2)).equals(two_hops)
@@ -83,6 +90,18 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
         assert (row["lang"], row["system"]) == ("de", f"{row['origin']}-en-de")
         assert (parent["hop"], parent["lang"], parent["system"]) == (2, "en", f"{row['origin']}-de-en")
         assert by_id[parent["parent_id"]]["hop"] == 1 and row["caption_id"] == f"{parent['caption_id']}>{row['system']}"
+    round_trips = json.loads((tmp_path / "synthesis.json").read_text())
+    assert {system: sorted(hops) for system, hops in round_trips.items()} == {
+        "mmt": ["hop2", "hop3"],
+        "mt": ["hop2", "hop3"],
+    }
+    # hop 3 is compared with hop 1 (German with German): the same share as recomputed here
+    from mmt.diversity import changed_share
+
+    mmt_third = [row for row in third if row["origin"] == "mmt"]
+    before = [by_id[by_id[row["parent_id"]]["parent_id"]]["text"] for row in mmt_third]
+    expected = changed_share(before, [row["text"] for row in mmt_third], "de")
+    assert round_trips["mmt"]["hop3"] == {"captions": 30, "changed": expected}
     augment.main(["--params", str(params), "--prepared", str(tiny_dataset.prepared),
                   "--synthesized", str(tmp_path / "synthesized"), "--out", str(tmp_path / "augmented"),
                   "--metrics", str(tmp_path / "augment.json")])  # fmt: skip
@@ -140,6 +159,7 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
     assert json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text()) == {"backend": "marian"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
-    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet")])
+    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet"),
+                     "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip
     table = pq.read_table(tmp_path / "de.parquet")
     assert pc.sum(pc.equal(table.column("system"), "mt-de-en")).as_py() == 30

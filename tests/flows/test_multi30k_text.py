@@ -95,10 +95,14 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
         assert metrics["test_sentences"] == 1000, f"{name}: scored on the whole test2016 split"
         assert metrics["bleu"] > 4.0, f"{name}: BLEU {metrics['bleu']:.2f} on test2016 after training on real text"
 
-    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "synthesized.parquet")])
+    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "synthesized.parquet"),
+                     "--metrics", str(tmp_path / "round-trips.json")])  # fmt: skip
     synthesized = pq.read_table(tmp_path / "synthesized.parquet").to_pylist()
     assert {row["origin"] for row in synthesized} == {"mt"}
     assert [sum(row["hop"] == hop for row in synthesized) for hop in (1, 2)] == [TRAIN_SENTENCES] * 2
     assert {row["lang"] for row in synthesized if row["hop"] == 1} == {"de"}
     assert {row["lang"] for row in synthesized if row["hop"] == 2} == {"en"}
     assert sum(bool(row["text"].strip()) for row in synthesized) == len(synthesized)
+    round_trips = json.loads((tmp_path / "round-trips.json").read_text(encoding="utf-8"))
+    assert round_trips["mt"]["hop2"]["captions"] == TRAIN_SENTENCES
+    assert round_trips["mt"]["hop2"]["changed"] > 0.5, "a weak real-text system rewrites most round trips"

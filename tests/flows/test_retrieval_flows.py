@@ -82,14 +82,18 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
     out = trained / "reports"
     report.main(["--params", str(tiny_dataset.params), "--metrics", str(trained / "metrics" / "retrieval"),
                  "--augmented", str(trained / "augmented"), "--prepared", str(tiny_dataset.prepared),
-                 "--corpus", "synthetic", "--out", str(out)])  # fmt: skip
+                 "--corpus", "synthetic", "--out", str(out), "--diversity", str(trained / "metrics" / "augment.json"),
+                 "--round_trips", str(trained / "metrics" / "synthesis")])  # fmt: skip
     markdown = (out / "results.md").read_text()
+    assert "## Caption diversity (train split)" in markdown and "| MMT(f+b) | en |" in markdown
+    assert "## Round trips that changed their source" in markdown and "| de | mmt | 2 | 30 |" in markdown
     for name in MODELS:
         assert f"| {name} | MMT(f) | all |" in markdown
     assert "| san | - | all |" in markdown and "translate-search" in markdown
     assert "| san | MMT(f) | discard_human_targets |" in markdown and "| san | MMT(f) | pivot_only |" in markdown
     page = (out / "index.html").read_text()
     assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page
+    assert "<h2>Round trips that changed their source</h2>" in page and "<th>changed (%)</th>" in page
 
 
 def test_search_cli_ranks_the_gallery_and_caches_it(

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from corpora import tables
-from mmt.augment import VARIANTS, build_variant, token_types
+from mmt.augment import VARIANTS, build_variant
+from mmt.diversity import lexical_diversity
 from mmt.synthesis import SynthesisTask, hop_languages, select_sources, synthesize
 
 
@@ -100,5 +101,10 @@ def test_passes_alternate_starting_forward() -> None:
     assert [hop_languages(hop, "en", "de") for hop in (1, 2, 3, 4)] == [("en", "de"), ("de", "en")] * 2
 
 
-def test_token_types_count_lowercased_moses_tokens() -> None:
-    assert token_types(prepared()) == {"de": 4, "en": 8}  # en: a red circle . big two blue stars
+def test_lexical_diversity_counts_lowercased_moses_tokens_and_bigrams_of_the_train_split() -> None:
+    # en train: "a red circle ." "a circle ." "a big circle ." "two blue stars ." -> 8 types; bigrams:
+    # a-red red-circle circle-. a-circle a-big big-circle two-blue blue-stars stars-. -> 9 (the test "a cross ." not)
+    assert lexical_diversity(prepared()) == {
+        "de": {"token_types": 4, "bigrams": 3},
+        "en": {"token_types": 8, "bigrams": 9},
+    }

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from retrieval.report import results_html, results_markdown, split_run
+from retrieval.report import diversity_markdown, results_html, results_markdown, split_run
 
 LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
 
@@ -56,3 +56,21 @@ def test_fold_means_and_translate_search_get_their_own_tables() -> None:
     assert "| san | MMT(f) | all | 3.0 |" in markdown
     page = results_html(results, [], LABELS)
     assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 2
+
+
+def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() -> None:
+    diversity = {
+        "mmt_f": {"token_types": {"en": 10, "de": 12}, "bigrams": {"en": 20, "de": 25}},
+        "none": {"token_types": {"en": 10}, "bigrams": {"en": 18}},
+    }
+    round_trips = {"de": {"mt": {"hop2": {"captions": 40, "changed": 0.125}}}}
+    lines = diversity_markdown(diversity, round_trips, LABELS)
+    assert lines[lines.index("| variant | language | token types | bigrams |") + 2 :][:3] == [
+        "| - | en | 10 | 18 |",
+        "| MMT(f) | de | 12 | 25 |",
+        "| MMT(f) | en | 10 | 20 |",
+    ]
+    assert "| de | mt | 2 | 40 | 12.5 |" in lines
+    page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
+    assert "<h2>Caption diversity (train split)</h2>" in page and "<td>12.5</td>" in page
+    assert diversity_markdown({}, {}, LABELS) == []
