@@ -4,8 +4,10 @@ For each direction: subword vocabularies; text-only pre-training on the parallel
 multimodal fine-tuning with region features on the translation captions of the corpus in
 `corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.pt`);
 the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.pt`);
-BLEU/chrF of both on the test captions. `mmt.systems: [mt]` trains the text-only system alone and needs no
-FeatureStore: the route for a corpus without images (run the flow without `--store`).
+BLEU/chrF of both on the test captions (the translations kept in each system folder), the MMT's image
+awareness, and a paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`). `mmt.systems: [mt]` trains
+the text-only system alone and needs no FeatureStore: the route for a corpus without images (run the flow
+without `--store`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from flows.stage import run_stage, run_tags, stage_parser
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
 from settings.runtime import Runtime
-from tasks.mmt import pretrain_direction, test_translation_system, train_subwords, train_translation_system
+from tasks.mmt import (
+    compare_systems,
+    pretrain_direction,
+    test_translation_system,
+    train_subwords,
+    train_translation_system,
+)
 
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
@@ -48,11 +56,18 @@ def train_mmt(
             request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / "pretrain.pt", store,
                                     Path(mt_models), seed, runtime)  # fmt: skip
             train_translation_system(backends[system], request)
-        for folder in (folders[system] for system in config.systems):
-            scores = test_translation_system(str(folder), data.captions["test"], store=store, tgt=tgt,
-                                             beam=config.beam, runtime=runtime,
-                                             metrics_path=f"{metrics}/{folder.name}.json")  # fmt: skip
+        test = data.captions["test"]
+        evaluations = {}
+        for system in config.systems:
+            folder = folders[system]
+            metrics_path = f"{metrics}/{folder.name}.json"
+            evaluations[system] = test_translation_system(str(folder), test, store=store, tgt=tgt, beam=config.beam,
+                                                          runtime=runtime, metrics_path=metrics_path)  # fmt: skip
+            scores = evaluations[system].metrics
             rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
+        if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?
+            compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt,
+                            metrics_path=f"{metrics}/mmt-vs-mt-{src}-{tgt}.json")  # fmt: skip
     create_table_artifact(key=f"mmt-{pivot}-{target}", table=rows, description="Test captions: BLEU and chrF")
     return rows
 

@@ -7,6 +7,10 @@
   OPUS-MT leaderboard. The two are not comparable with each other.
 * ``chrf``: chrF2 on detokenised text.
 
+Each score comes with its sacreBLEU signature (``*_signature``), so a reader knows exactly what was computed.
+:func:`paired_bootstrap` tests whether one system beats another on the same test set (Koehn 2004), with
+sacreBLEU's paired bootstrap resampling on the ``bleu`` convention.
+
 METEOR 1.5, the primary metric of the WMT multimodal tasks, is not computed; ``meteor`` is ``None``
 and ``meteor_note`` says why.
 """
@@ -18,6 +22,7 @@ import re
 from collections.abc import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 METEOR_NOTE = (
@@ -57,13 +62,49 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], tgt
     _check_counts(hypotheses, references)
     hyps_tok = [_scoring_tokens(text, tgt_lang) for text in hypotheses]
     refs_tok = [_scoring_tokens(text, tgt_lang) for text in references]
+    tokenized, cased, chrf = _tokenized_bleu(), BLEU(), CHRF()  # signatures exist once a metric has scored
     return {
-        "bleu": bleu_corpus_tokenized(hyps_tok, refs_tok),
-        "sacrebleu": BLEU().corpus_score(list(hypotheses), [list(references)]).score,
-        "chrf": CHRF().corpus_score(list(hypotheses), [list(references)]).score,
+        "bleu": _score_tokenized(tokenized, hyps_tok, refs_tok),
+        "bleu_signature": str(tokenized.get_signature()),
+        "sacrebleu": cased.corpus_score(list(hypotheses), [list(references)]).score,
+        "sacrebleu_signature": str(cased.get_signature()),
+        "chrf": chrf.corpus_score(list(hypotheses), [list(references)]).score,
+        "chrf_signature": str(chrf.get_signature()),
         "meteor": None,
         "meteor_note": METEOR_NOTE,
     }
+
+
+def paired_bootstrap(
+    baseline: Sequence[str], system: Sequence[str], references: Sequence[str], tgt_lang: str, *, samples: int = 1000
+) -> dict[str, object]:
+    """Paired bootstrap resampling of ``bleu`` (lowercased, tokenised): does ``system`` beat ``baseline``?
+
+    Returns:
+        ``baseline`` and ``system`` BLEU, their ``delta``, the ``p_value`` (two-sided, sacreBLEU's: how often
+        resampling alone makes a difference as large, were the systems equal), the system's bootstrap ``mean`` and
+        95% ``ci`` half-width, ``samples`` and ``signature`` (sacreBLEU's, with its fixed resampling seed).
+    """
+    _check_counts(baseline, references)
+    _check_counts(system, references)
+    hyps = {name: [_unescape(_scoring_tokens(text, tgt_lang)) for text in texts]
+            for name, texts in (("baseline", baseline), ("system", system))}  # fmt: skip
+    refs = [_unescape(_scoring_tokens(text, tgt_lang)) for text in references]
+    test = PairedTest(list(hyps.items()), metrics={"BLEU": _tokenized_bleu()}, references=[refs], test_type="bs",
+                      n_samples=samples)  # fmt: skip
+    signatures, scores = test()
+    ((name, signature),) = signatures.items()
+    base, result = scores[name]
+    assert isinstance(base, Result) and isinstance(result, Result)
+    assert result.p_value is not None and result.mean is not None and result.ci is not None  # a paired bs run sets them
+    return {"baseline": float(base.score), "system": float(result.score), "delta": float(result.score - base.score),
+            "p_value": float(result.p_value), "mean": float(result.mean), "ci": float(result.ci), "samples": samples,
+            "signature": str(signature)}  # fmt: skip
+
+
+def _tokenized_bleu() -> BLEU:
+    # force: the text is tokenised on purpose here (sacreBLEU would warn about every such call otherwise)
+    return BLEU(tokenize="none", lowercase=True, force=True)
 
 
 def bleu_corpus_tokenized(hyps_tok: Sequence[str], refs_tok: Sequence[str]) -> float:
@@ -72,11 +113,14 @@ def bleu_corpus_tokenized(hyps_tok: Sequence[str], refs_tok: Sequence[str]) -> f
     Moses XML escapes (``&apos;``, ``&quot;``, ...) are undone on both sides first, so references
     from Multi30K's escaped tok files score the same against unescaped hypotheses.
     """
+    return _score_tokenized(_tokenized_bleu(), hyps_tok, refs_tok)
+
+
+def _score_tokenized(metric: BLEU, hyps_tok: Sequence[str], refs_tok: Sequence[str]) -> float:
     _check_counts(hyps_tok, refs_tok)
     hyps = [_unescape(text) for text in hyps_tok]
     refs = [_unescape(text) for text in refs_tok]
-    # force: the text is tokenised on purpose here (sacreBLEU would warn about every such call otherwise)
-    return BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hyps, [refs]).score
+    return float(metric.corpus_score(hyps, [refs]).score)
 
 
 def _scoring_tokens(text: str, lang: str) -> str:

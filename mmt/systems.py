@@ -17,7 +17,7 @@ import functools
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -286,10 +286,40 @@ def system_sha256(folder: str) -> str:
     return file_sha256(system_backend(Path(folder)).weights_file(Path(folder)))
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """A system's scores on a test set and the translations they were computed from."""
+
+    metrics: dict[str, object]
+    hypotheses: list[str]
+
+
 def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int,
-                    runtime: Runtime) -> dict[str, object]:  # fmt: skip
-    """BLEU (both conventions), chrF and the METEOR note of the system in ``folder`` on ``test``."""
+                    runtime: Runtime) -> Evaluation:  # fmt: skip
+    """BLEU (both conventions), chrF with their signatures and the METEOR note of the system in ``folder`` on
+    ``test``; for a multimodal system also its image awareness (Elliott 2018): BLEU with every sentence's own
+    image minus BLEU with another sentence's image (:func:`shuffled_images`). ``None`` for text-only systems."""
     system = load_system(folder, store, runtime)
     hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
-    scores = translation_scores(hypotheses, test.tgt, tgt)
-    return {**scores, "test_sentences": len(test.src), "beam": beam}
+    metrics: dict[str, object] = {**translation_scores(hypotheses, test.tgt, tgt), "test_sentences": len(test.src),
+                                  "beam": beam, "bleu_shuffled_images": None, "image_awareness": None}  # fmt: skip
+    if system_backend(Path(folder)).multimodal and test.image_ids is not None:
+        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64)
+        blind_bleu = translation_scores(blind, test.tgt, tgt)["bleu"]
+        assert isinstance(blind_bleu, float) and isinstance(metrics["bleu"], float)
+        metrics.update(bleu_shuffled_images=blind_bleu, image_awareness=metrics["bleu"] - blind_bleu)
+    return Evaluation(metrics, hypotheses)
+
+
+def shuffled_images(image_ids: Sequence[str]) -> list[str]:
+    """Every sentence's image replaced by the next distinct image in order of first appearance (the last by the
+    first): deterministic, and no sentence keeps its own image.
+
+    Raises:
+        ValueError: fewer than two distinct images.
+    """
+    distinct = list(dict.fromkeys(image_ids))
+    if len(distinct) < 2:
+        raise ValueError(f"shuffling images needs two distinct images, got {len(distinct)}")
+    other = dict(zip(distinct, distinct[1:] + distinct[:1], strict=True))
+    return [other[image_id] for image_id in image_ids]

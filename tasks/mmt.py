@@ -10,10 +10,11 @@ import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import write_json
+from corpora.io import write_json, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
+from mmt.metrics import paired_bootstrap
 from mmt.pairs import DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
@@ -45,13 +46,29 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                            metrics_path: str) -> dict[str, object]:  # fmt: skip
-    """BLEU (both conventions), chrF and the METEOR note on the test captions -> a metrics JSON file."""
-    metrics = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime)
+                            metrics_path: str) -> systems.Evaluation:  # fmt: skip
+    """BLEU (both conventions), chrF, image awareness and the METEOR note on the test captions -> a metrics JSON
+    file; the translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
+    evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime)
+    metrics = evaluation.metrics
     write_json(metrics_path, metrics)
-    get_run_logger().info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f", Path(folder).name,
-                          metrics["bleu"], metrics["sacrebleu"], metrics["chrf"])  # fmt: skip
-    return metrics
+    write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
+    get_run_logger().info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
+                          Path(folder).name, metrics["bleu"], metrics["sacrebleu"], metrics["chrf"],
+                          metrics["image_awareness"])  # fmt: skip
+    return evaluation
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def compare_systems(
+    baseline: systems.Evaluation, system: systems.Evaluation, test: Pairs, *, tgt: str, metrics_path: str
+) -> dict[str, object]:
+    """Paired bootstrap of BLEU, ``system`` against ``baseline`` on the same test captions -> a metrics JSON file."""
+    comparison = paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt)
+    write_json(metrics_path, comparison)
+    get_run_logger().info("%s: BLEU %+.2f over the baseline, p = %.4f", Path(metrics_path).stem, comparison["delta"],
+                          comparison["p_value"])  # fmt: skip
+    return comparison
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=5)

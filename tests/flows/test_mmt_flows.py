@@ -30,7 +30,21 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         metrics = json.loads((trained / "metrics" / "mmt" / f"{system}.json").read_text())
         assert {"bleu", "sacrebleu", "chrf", "meteor", "meteor_note"} <= set(metrics)
         assert metrics["test_sentences"] == 3 and 0 <= metrics["bleu"] <= 100
+        assert metrics["bleu_signature"].startswith("nrefs:1|case:lc") and "tok:13a" in metrics["sacrebleu_signature"]
+        hypotheses = (folder / f"test-hypotheses.{system.split('-')[2]}.txt").read_text(encoding="utf-8")
+        assert len(hypotheses.splitlines()) == 3
+        if backend == "mmt":  # translated again with other images: the difference is its image awareness
+            assert metrics["image_awareness"] == pytest.approx(metrics["bleu"] - metrics["bleu_shuffled_images"])
+        else:
+            assert metrics["image_awareness"] is None
     assert (trained / "models" / "mmt-en-de" / "pretrain.pt").is_file()
+    for direction in ("en-de", "de-en"):
+        comparison = json.loads((trained / "metrics" / "mmt" / f"mmt-vs-mt-{direction}.json").read_text())
+        mmt, mt = (
+            json.loads((trained / "metrics" / "mmt" / f"{s}-{direction}.json").read_text()) for s in ("mmt", "mt")
+        )
+        assert (comparison["system"], comparison["baseline"]) == (pytest.approx(mmt["bleu"]), pytest.approx(mt["bleu"]))
+        assert 0 < comparison["p_value"] <= 1 and comparison["samples"] == 1000
 
 
 def test_synthesized_captions_have_provenance(trained: Path) -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 import sacrebleu
 
-from mmt.metrics import bleu_corpus_tokenized, translation_scores
+from mmt.metrics import bleu_corpus_tokenized, paired_bootstrap, translation_scores
 
 
 def test_identical_text_scores_100() -> None:
@@ -83,3 +83,25 @@ def test_count_mismatch_names_both_counts() -> None:
         bleu_corpus_tokenized(["a"], [])
     with pytest.raises(ValueError, match="no hypotheses"):
         translation_scores([], [], "en")
+
+
+def test_paired_bootstrap_finds_a_real_gain_and_no_gain_between_equals() -> None:
+    references = [f"a {colour} circle is left of a star ." for colour in ("red", "blue", "green", "pink")] * 15
+    better = list(references)
+    worse = [text.replace(" is left of a star", "") for text in references]
+    gain = paired_bootstrap(worse, better, references, "en", samples=200)
+    assert gain["system"] == pytest.approx(100.0) and gain["delta"] > 30 and gain["p_value"] < 0.01
+    assert gain["samples"] == 200 and "bs:200|seed:12345|case:lc|eff:no|tok:none" in str(gain["signature"])
+    # each system right on the other's wrong half: equal BLEU, different sentences, no significant difference
+    half = [good if index % 2 else bad for index, (good, bad) in enumerate(zip(better, worse, strict=True))]
+    other_half = [bad if index % 2 else good for index, (good, bad) in enumerate(zip(better, worse, strict=True))]
+    even = paired_bootstrap(half, other_half, references, "en", samples=200)
+    assert even["delta"] == 0.0 and even["p_value"] > 0.2 and even["ci"] > 0
+    with pytest.raises(ValueError, match="2 hypotheses but 60 references"):
+        paired_bootstrap(worse[:2], better, references, "en")
+
+
+def test_scores_carry_their_sacrebleu_signatures() -> None:
+    scores = translation_scores(["A red circle."], ["A red circle."], "en")
+    assert scores["bleu_signature"] == f"nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:{sacrebleu.__version__}"
+    assert "tok:13a" in str(scores["sacrebleu_signature"]) and "nc:6" in str(scores["chrf_signature"])

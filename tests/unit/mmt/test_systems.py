@@ -33,6 +33,7 @@ from mmt.systems import (
     evaluate_system,
     load_system,
     pretrain,
+    shuffled_images,
     system_backend,
     system_sha256,
     train_system,
@@ -470,9 +471,26 @@ def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
     test = trained.data.captions["test"]
     for backend in ("mmt", "text-only"):
         folder = str(trained.folder(backend))
-        metrics = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU)
-        assert {"bleu", "sacrebleu", "chrf"} <= metrics.keys()
+        evaluation = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU)
+        metrics = evaluation.metrics
+        assert {"bleu", "sacrebleu", "chrf", "bleu_signature"} <= metrics.keys()
         assert metrics["test_sentences"] == 4 and metrics["beam"] == 2
-        hypotheses = load_system(folder, str(trained.store), CPU).translate(test.src, test.image_ids, beam=2)
+        system = load_system(folder, str(trained.store), CPU)
+        hypotheses = system.translate(test.src, test.image_ids, beam=2)
+        assert evaluation.hypotheses == hypotheses
         reference = translation_scores(hypotheses, test.tgt, "de")
         assert (metrics["bleu"], metrics["chrf"]) == (reference["bleu"], reference["chrf"]), backend
+        if backend == "text-only":
+            assert metrics["image_awareness"] is None and metrics["bleu_shuffled_images"] is None
+            continue
+        assert test.image_ids is not None
+        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=2)
+        blind_bleu = translation_scores(blind, test.tgt, "de")["bleu"]
+        assert metrics["bleu_shuffled_images"] == blind_bleu
+        assert metrics["image_awareness"] == pytest.approx(reference["bleu"] - blind_bleu)
+
+
+def test_shuffled_images_give_every_sentence_another_image() -> None:
+    assert shuffled_images(["a", "a", "b", "c", "b"]) == ["b", "b", "c", "a", "c"]
+    with pytest.raises(ValueError, match="needs two distinct images, got 1"):
+        shuffled_images(["a", "a"])
