@@ -67,6 +67,21 @@ class FlickrLikeConfig:
 
 
 @dataclass(frozen=True)
+class NoiseConfig:
+    """Shares of human comparable captions with one annotator mistake each (the translation captions have none)."""
+
+    wrong_colour: float = 0.02
+    missed_object: float = 0.02
+    typo: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("wrong_colour", "missed_object", "typo"):
+            check_range(name, getattr(self, name), 0.0, 1.0)
+        total = self.wrong_colour + self.missed_object + self.typo
+        check(total <= 1.0, "typo", self.typo, f"shares that sum to at most 1 (they sum to {total:g})")
+
+
+@dataclass(frozen=True)
 class SyntheticConfig:
     """What to generate. The defaults are a miniature Multi30K (1000/100/100 images) with WMT-like text.
 
@@ -77,6 +92,14 @@ class SyntheticConfig:
         comparable_per_image: Multi30K task 2 style captions per image and language.
         parallel_pairs: Sentence pairs of the text-only corpus per language pair and split.
         flickr: The optional second corpus (same image size and objects per image), written to ``flickr/``.
+        underspecified: Share of pivot-language human captions that say one colour or shape by its cover term
+            ("a dark circle", "a red shape") where the image settles it; their translations name it exactly.
+        paraphrase: Weight of every wording but the most frequent one (0: one wording per meaning; 1: the
+            grammars' frequencies).
+        noise: Annotator mistakes in the comparable and second-corpus captions.
+        look_alike: Chance that an object after the first shares the shape or the colour of an earlier one
+            (distractors that retrieval must tell apart).
+        contrastive_items: Most contrastive items per target language, from the test split.
     """
 
     image_size: int = 224
@@ -85,8 +108,17 @@ class SyntheticConfig:
     comparable_per_image: int = 5
     parallel_pairs: SplitCounts = field(default_factory=lambda: SplitCounts(20000, 500, 500))
     flickr: FlickrLikeConfig = field(default_factory=FlickrLikeConfig)
+    underspecified: float = 0.5
+    paraphrase: float = 1.0
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    look_alike: float = 0.0
+    contrastive_items: int = 500
 
     def __post_init__(self) -> None:
+        check_range("underspecified", self.underspecified, 0.0, 1.0)
+        check_range("paraphrase", self.paraphrase, 0.0, 10.0)
+        check_range("look_alike", self.look_alike, 0.0, 1.0)
+        check_range("contrastive_items", self.contrastive_items, 0, 1_000_000)
         check_range("image_size", self.image_size, MIN_IMAGE_SIZE, 4096)
         check_range("splits.train", self.splits.train, 1, 10_000_000)
         for split in ("val", "test"):

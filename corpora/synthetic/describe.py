@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
-from corpora.synthetic.inventory import COLOURS, PLACES, RELATIONS, SHAPES, SIZES
+from corpora.synthetic.inventory import COLOUR_COVERS, COLOURS, PLACES, RELATIONS, SHAPES, SIZES, colour_cover
 from corpora.synthetic.meaning import (
     Absent,
     Compared,
@@ -22,6 +23,9 @@ from corpora.synthetic.meaning import (
     Mention,
     Related,
     RelatedFrame,
+    Vagueness,
+    mentions,
+    with_mentions,
 )
 from corpora.synthetic.scenes import Scene, matching, place_holds, relation_holds
 from corpora.synthetic.streams import chance, integer, pick, pick_weighted, shuffled
@@ -168,3 +172,44 @@ def _absent(rng: random.Random, scene: Scene, parallel: bool) -> Meaning | None:
             size = pick(rng, tuple(SIZES)) if chance(rng, 0.3) else None
             return Absent(missing=Mention(shape, colour, size))
     return None
+
+
+def underspecify(rng: random.Random, scene: Scene, meaning: Meaning, share: float) -> Meaning:
+    """With probability ``share``, mark one mention of a caption meaning vague (see ``Mention.vague``).
+
+    Only a mention whose vague phrase fits exactly the objects its exact phrase fits can be marked, so the
+    image always settles what the vague word stands for; a caption with no such mention stays as it is.
+    Existence claims about what is absent are never marked (the image shows nothing to settle them).
+    """
+    if not chance(rng, share) or isinstance(meaning, Absent | Compared):
+        return meaning
+    candidates = [
+        (index, vagueness)
+        for index, mention in enumerate(mentions(meaning))
+        for vagueness in vague_readings(scene, mention)
+    ]
+    if not candidates:
+        return meaning
+    index, vagueness = pick(rng, candidates)
+    marked = [replace(m, vague=vagueness) if i == index else m for i, m in enumerate(mentions(meaning))]
+    return with_mentions(meaning, marked)
+
+
+def vague_readings(scene: Scene, mention: Mention) -> list[Vagueness]:
+    """The attributes of ``mention`` that its cover term can say without fitting other objects of ``scene``."""
+    exact = set(matching(scene, mention.shape, mention.colour, mention.size))
+    readings: list[Vagueness] = []
+    cover = colour_cover(mention.colour) if mention.colour else None
+    if cover is not None:
+        covered = {i for colour in COLOUR_COVERS[cover] for i in matching(scene, mention.shape, colour, mention.size)}
+        if covered == exact:
+            readings.append("colour")
+    if mention.colour is not None:  # "a big shape" says too little to be a caption's phrase
+        any_shape = {
+            i
+            for i, obj in enumerate(scene.objects)
+            if obj.colour == mention.colour and mention.size in (None, obj.size)
+        }
+        if any_shape == exact:
+            readings.append("shape")
+    return readings

@@ -8,6 +8,16 @@ data::
     task2/image_splits/{split}_images.txt      task2/raw/{split}.{n}.{lang}.gz (independent captions)
     parallel/{pivot}-{x}/{split}.{lang}.gz     meta.json
 
+and two files for evaluation only (never read for training)::
+
+    task1/image_dependent/{split}.{lang}.gz    the words of each task1 caption that depend on the image
+    task1/contrastive/test.{pivot}-{x}.jsonl   one vague pivot sentence, two images, the right translation of each
+
+The world carries the mechanisms the papers measure: pivot captions that leave to the image what the
+target language must say (``underspecified``), several wordings of each meaning (``paraphrase``), words
+and frames only the parallel corpus uses (its register), and annotator mistakes in the comparable captions
+(``noise``).
+
 With ``config.flickr`` enabled it also writes a second, Flickr30K-like corpus of the same world in the
 Karpathy split format (pivot-language captions only), which the Karpathy adapter reads::
 
@@ -26,15 +36,20 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 
 from corpora.io import InputError, atomic_dir, write_text
 from corpora.languages import Languages
 from corpora.synthetic import layout
 from corpora.synthetic.config import SplitCounts, SyntheticConfig
-from corpora.synthetic.describe import caption_meaning, parallel_meaning
+from corpora.synthetic.dependence import contrastive_items, image_dependent_words
+from corpora.synthetic.describe import caption_meaning, parallel_meaning, underspecify
 from corpora.synthetic.grammars import GRAMMARS
+from corpora.synthetic.grammars.common import Register, Wording
 from corpora.synthetic.inventory import COLOURS, PLACES, RELATIONS, SHAPES, SIZES
+from corpora.synthetic.meaning import Meaning
+from corpora.synthetic.noise import NOISE_KINDS, NoiseKind, draw_noise, missed_object, typo, wrong_colour
 from corpora.synthetic.render import png_bytes, render
 from corpora.synthetic.scenes import Scene, sample_scene
 from corpora.synthetic.streams import array_stream, stream
@@ -58,6 +73,9 @@ class GenerationSummary:
     flickr_images: Mapping[str, int]  # split -> images of the second corpus (all 0 when not written)
     flickr_objects: int  # shapes drawn over the second corpus's images
     flickr_captions: Mapping[str, int]  # pivot language -> captions of the second corpus
+    vague_translations: int = 0  # task1 pivot captions that leave a colour or shape to the image
+    noisy_captions: Mapping[str, int] = dataclass_field(default_factory=dict)  # noise kind -> captions
+    contrastive_items: Mapping[str, int] = dataclass_field(default_factory=dict)  # "<pivot>-<x>" -> items
 
     def as_rows(self) -> list[dict[str, object]]:
         """One row per count: ``{"item": "images", "key": "train", "count": 1000}``.
@@ -66,6 +84,9 @@ class GenerationSummary:
         """
         groups = [("images", self.images), ("objects", {"all": self.objects}), ("captions", self.captions)]
         groups.append(("parallel pairs", self.parallel_pairs))
+        groups.append(("vague translations", {"task1": self.vague_translations}))
+        groups.append(("noisy captions", self.noisy_captions))
+        groups.append(("contrastive items", self.contrastive_items))
         if any(self.flickr_images.values()):
             groups.append(("flickr images", self.flickr_images))
             groups.append(("flickr objects", {"all": self.flickr_objects}))
@@ -94,6 +115,20 @@ class _Run:
     config: SyntheticConfig
     seed: int
     languages: Languages
+
+    def wording(self, rng: random.Random, lang: str, register: Register = "caption") -> Wording:
+        """The word choices of one sentence in ``lang``; the pivot says vague mentions vaguely."""
+        seed = int(rng.random() * 2**53)
+        underspecify = register == "caption" and lang == self.languages.pivot
+        return Wording(seed, register=register, paraphrase=self.config.paraphrase, underspecify=underspecify)
+
+
+@dataclass
+class _Tally:
+    """What the caption writers count for the summary."""
+
+    vague_translations: int = 0
+    noisy: dict[str, int] = dataclass_field(default_factory=lambda: dict.fromkeys(NOISE_KINDS, 0))
 
 
 class _ProgressCounter:
@@ -144,9 +179,13 @@ def generate(
         images = _write_images(run, first, root / "images", counter)
         layout.write_objects(root / "objects.parquet", [(image.image_id, image.scene) for image in images])
         layout.write_image_splits(root, _ids_by_split(images))
-        captions = _write_captions(run, root, images)
+        tally = _Tally()
+        captions = _write_captions(run, root, images, tally)
+        contrastive = _write_contrastive(run, root, images)
         pairs = _write_parallel(run, root)
-        flickr_images = _write_flickr(run, second, root / FLICKR_FOLDER, counter) if config.flickr.enabled else []
+        flickr_images = (
+            _write_flickr(run, second, root / FLICKR_FOLDER, counter, tally) if config.flickr.enabled else []
+        )
         summary = GenerationSummary(
             images=_count_by_split(images),
             objects=_count_objects(images),
@@ -155,6 +194,9 @@ def generate(
             flickr_images=_count_by_split(flickr_images),
             flickr_objects=_count_objects(flickr_images),
             flickr_captions={languages.pivot: len(flickr_images) * config.flickr.captions_per_image},
+            vague_translations=tally.vague_translations,
+            noisy_captions=dict(tally.noisy),
+            contrastive_items=contrastive,
         )
         _write_meta(root / "meta.json", run, summary)
     return summary
@@ -195,22 +237,83 @@ def _ids_by_split(images: Sequence[_Image]) -> dict[str, list[str]]:
 
 def _scene(rng: random.Random, config: SyntheticConfig) -> Scene:
     objects = config.objects_per_image
-    return sample_scene(rng, image_size=config.image_size, min_objects=objects.min, max_objects=objects.max)
+    return sample_scene(rng, image_size=config.image_size, min_objects=objects.min, max_objects=objects.max,
+                        look_alike=config.look_alike)  # fmt: skip
 
 
-def _write_captions(run: _Run, root: Path, images: Sequence[_Image]) -> dict[str, int]:
-    """Task 1: one meaning per image said in every language; task 2: captions sampled per language and n."""
+def _write_captions(run: _Run, root: Path, images: Sequence[_Image], tally: _Tally) -> dict[str, int]:
+    """Task 1: one meaning per image said in every language (vague in the pivot where the image settles it),
+    with each target caption's image-dependent words; task 2: captions sampled per language and n."""
     translation_rng = stream(run.seed, "translation")
-    meanings = [caption_meaning(translation_rng, image.scene) for image in images]
+    meanings = [_translation_meaning(run, translation_rng, image.scene) for image in images]
+    tally.vague_translations += sum(meaning != plain for meaning, plain in meanings)
     per_image = run.config.comparable_per_image
     for lang in run.languages.all:
-        texts = [GRAMMARS[lang].realise(meaning) for meaning in meanings]
+        wording_rng = stream(run.seed, "wording", lang)
+        wordings = [run.wording(wording_rng, lang) for _ in images]
+        texts = [
+            GRAMMARS[lang].realise(meaning, wording) for (meaning, _), wording in zip(meanings, wordings, strict=True)
+        ]
         layout.write_split_texts(root / "task1" / "raw", f"{lang}.gz", _by_split(images, texts))
+        dependent = [
+            " ".join(image_dependent_words(GRAMMARS[lang], meaning, wording))
+            for (meaning, _), wording in zip(meanings, wordings, strict=True)
+        ]
+        layout.write_split_texts(root / "task1" / "image_dependent", f"{lang}.gz", _by_split(images, dependent))
         for n in range(1, per_image + 1):
-            rng = stream(run.seed, "comparable", lang, n)
-            texts = [GRAMMARS[lang].realise(caption_meaning(rng, image.scene)) for image in images]
+            rng, noise_rng = stream(run.seed, "comparable", lang, n), stream(run.seed, "noise", lang, n)
+            texts = [_human_caption(run, rng, noise_rng, image.scene, lang, tally) for image in images]
             layout.write_split_texts(root / "task2" / "raw", f"{n}.{lang}.gz", _by_split(images, texts))
     return {lang: len(images) * (1 + per_image) for lang in run.languages.all}
+
+
+def _translation_meaning(run: _Run, rng: random.Random, scene: Scene) -> tuple[Meaning, Meaning]:
+    """(the meaning with its vague mention marked, the same meaning unmarked) of one translation caption."""
+    plain = caption_meaning(rng, scene)
+    return underspecify(rng, scene, plain, run.config.underspecified), plain
+
+
+def _human_caption(
+    run: _Run, rng: random.Random, noise_rng: random.Random, scene: Scene, lang: str, tally: _Tally
+) -> str:
+    """One comparable caption: sampled meaning, vague in the pivot as in task 1, worded, maybe with a mistake.
+
+    Mistakes draw from ``noise_rng`` only, so the captions without one do not depend on the noise shares.
+    """
+    meaning = caption_meaning(rng, scene)
+    if lang == run.languages.pivot:
+        meaning = underspecify(rng, scene, meaning, run.config.underspecified)
+    wording = run.wording(rng, lang)
+    kind: NoiseKind | None = draw_noise(noise_rng, run.config.noise)
+    if kind == "wrong_colour" or kind == "missed_object":
+        mistaken = (wrong_colour if kind == "wrong_colour" else missed_object)(noise_rng, meaning)
+        kind, meaning = (kind, mistaken) if mistaken is not None else (None, meaning)
+    text = GRAMMARS[lang].realise(meaning, wording)
+    if kind == "typo":
+        mistyped = typo(noise_rng, text)
+        kind, text = (kind, mistyped) if mistyped is not None else (None, text)
+    if kind is not None:
+        tally.noisy[kind] += 1
+    return text
+
+
+def _write_contrastive(run: _Run, root: Path, images: Sequence[_Image]) -> dict[str, int]:
+    """Contrastive items of the test images per target language -> ``task1/contrastive/test.<pivot>-<x>.jsonl``."""
+    pivot = run.languages.pivot
+    test = [(image.image_id, image.scene) for image in images if image.split == "test"]
+    counts: dict[str, int] = {}
+    for lang in run.languages.targets:
+        items = contrastive_items(test, GRAMMARS[pivot], GRAMMARS[lang], limit=run.config.contrastive_items)
+        lines = [
+            json.dumps(
+                {"source": item.source, "image_ids": list(item.image_ids), "translations": list(item.translations)},
+                ensure_ascii=False,
+            )
+            for item in items
+        ]
+        layout.write_lines(root / "task1" / "contrastive" / f"test.{pivot}-{lang}.jsonl", lines)
+        counts[f"{pivot}-{lang}"] = len(items)
+    return counts
 
 
 def _by_split(images: Sequence[_Image], texts: Sequence[str]) -> dict[str, list[str]]:
@@ -239,35 +342,38 @@ def _parallel_split(run: _Run, lang: str, rng: random.Random, count: int) -> tup
     The scenes use the images' object range, so the text shares the captions' vocabulary and numerals.
     """
     source, target = [], []
+    pivot = run.languages.pivot
     for _ in range(count):
         meaning = parallel_meaning(rng, _scene(rng, run.config))
-        source.append(GRAMMARS[run.languages.pivot].realise(meaning))
-        target.append(GRAMMARS[lang].realise(meaning))
+        source.append(GRAMMARS[pivot].realise(meaning, run.wording(rng, pivot, "parallel")))
+        target.append(GRAMMARS[lang].realise(meaning, run.wording(rng, lang, "parallel")))
     return source, target
 
 
-def _write_flickr(run: _Run, image_set: _ImageSet, folder: Path, counter: _ProgressCounter) -> list[_Image]:
+def _write_flickr(
+    run: _Run, image_set: _ImageSet, folder: Path, counter: _ProgressCounter, tally: _Tally
+) -> list[_Image]:
     """The second corpus: images, their objects, and a Karpathy split file with pivot-language captions."""
     folder.mkdir()
     images = _write_images(run, image_set, folder / "images", counter)
     layout.write_objects(folder / "objects.parquet", [(image.image_id, image.scene) for image in images])
-    captions = _flickr_captions(run, images)
+    captions = _flickr_captions(run, images, tally)
     entries = [(f"{image.image_id}.png", image.split, texts) for image, texts in zip(images, captions, strict=True)]
     layout.write_karpathy_split_file(folder / FLICKR_SPLIT_FILE, entries, dataset="flickr30k")
     return images
 
 
-def _flickr_captions(run: _Run, images: Sequence[_Image]) -> list[list[str]]:
+def _flickr_captions(run: _Run, images: Sequence[_Image], tally: _Tally) -> list[list[str]]:
     """``captions_per_image`` independent pivot captions per image, sampled like the task 2 captions.
 
     Caption n of every image comes from stream n, so raising ``captions_per_image`` keeps the earlier ones.
     """
-    grammar = GRAMMARS[run.languages.pivot]
+    pivot = run.languages.pivot
     per_image: list[list[str]] = [[] for _ in images]
     for n in range(1, run.config.flickr.captions_per_image + 1):
-        rng = stream(run.seed, FLICKR_FOLDER, "captions", n)
+        rng, noise_rng = stream(run.seed, FLICKR_FOLDER, "captions", n), stream(run.seed, FLICKR_FOLDER, "noise", n)
         for texts, image in zip(per_image, images, strict=True):
-            texts.append(grammar.realise(caption_meaning(rng, image.scene)))
+            texts.append(_human_caption(run, rng, noise_rng, image.scene, pivot, tally))
     return per_image
 
 
@@ -286,6 +392,9 @@ def _write_meta(path: Path, run: _Run, summary: GenerationSummary) -> None:
             "objects": summary.objects,
             "captions": dict(summary.captions),
             "parallel_pairs": dict(summary.parallel_pairs),
+            "vague_translations": summary.vague_translations,
+            "noisy_captions": dict(summary.noisy_captions),
+            "contrastive_items": dict(summary.contrastive_items),
             "flickr": {
                 "images": dict(summary.flickr_images),
                 "objects": summary.flickr_objects,

@@ -36,6 +36,17 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 # sizes never overlap even after the renderer's +-10% jitter.
 SIZES: dict[str, float] = {"small": 0.15, "big": 0.30}
 
+# Cover terms of the underspecifying pivot: one word for colours that the target languages name apart, and a
+# hypernym for every shape. A mention is said by its cover term only where that fits the same objects.
+COLOUR_COVERS: dict[str, tuple[str, ...]] = {"dark": ("black", "blue", "purple"), "light": ("white", "yellow")}
+SHAPE_COVER = "shape"
+
+
+def colour_cover(colour: str) -> str | None:
+    """The cover term of ``colour`` ("dark" for "blue"), None for colours that have none."""
+    return next((cover for cover, colours in COLOUR_COVERS.items() if colour in colours), None)
+
+
 RELATIONS: tuple[str, ...] = ("left_of", "right_of", "above", "below", "next_to")
 
 PLACES: tuple[str, ...] = ("top", "bottom", "left", "right", "middle")

@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 
 from corpora.io import write_text
-from corpora.synthetic.grammars.en import NOUNS as ENGLISH_NOUNS
 from corpora.synthetic.scenes import Scene
 from corpora.tables import write_parquet
 
@@ -27,7 +26,7 @@ OBJECTS_SCHEMA = pa.schema(
         pa.field("y0", pa.float32(), nullable=False),
         pa.field("x1", pa.float32(), nullable=False),
         pa.field("y1", pa.float32(), nullable=False),
-        pa.field("label", pa.string(), nullable=False),  # English noun, as a detector's class name
+        pa.field("label", pa.string(), nullable=False),  # the shape, named as a detector's class (English)
         pa.field("attributes", pa.list_(pa.string()), nullable=False),  # [colour, size]
     ]
 )
@@ -62,7 +61,7 @@ def write_objects(path: Path, scenes: Sequence[tuple[str, Scene]]) -> None:
         "colour": [obj.colour for _, _, obj in rows],
         "size": [obj.size for _, _, obj in rows],
         **{name: [obj.box[axis] for _, _, obj in rows] for axis, name in enumerate(("x0", "y0", "x1", "y1"))},
-        "label": [ENGLISH_NOUNS[obj.shape][0] for _, _, obj in rows],
+        "label": [obj.shape for _, _, obj in rows],
         "attributes": [[obj.colour, obj.size] for _, _, obj in rows],
     }
     write_parquet(pa.table(columns, schema=OBJECTS_SCHEMA), path)

@@ -7,9 +7,10 @@ true of their scene (see ``describe.py``); grammars only decide how to say them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+Vagueness = Literal["colour", "shape"]
 ExistsFrame = Literal["there_is", "picture_shows", "picture_of"]
 LocatedFrame = Literal["subject_first", "place_first"]
 RelatedFrame = Literal["clause", "phrase", "landmark_first"]
@@ -22,6 +23,11 @@ class Mention:
     ``colour``/``size`` are None when the phrase does not mention them. ``count`` > 1 only appears in
     the items of :class:`Exists` with the ``there_is`` or ``picture_shows`` frame. ``definite`` is set
     only when the description fits exactly one object of the scene.
+
+    ``vague`` names the attribute a language that underspecifies it (the pivot of the translation
+    captions) says by its cover term: "a dark circle" for a blue one, "a red shape" for a red star. The
+    sampler sets it only where the vague phrase fits the same objects as the exact one, so the image
+    always tells what the exact word must be.
     """
 
     shape: str
@@ -29,6 +35,7 @@ class Mention:
     size: str | None = None
     count: int = 1
     definite: bool = False
+    vague: Vagueness | None = None
 
 
 @dataclass(frozen=True)
@@ -76,3 +83,35 @@ class Absent:
 
 
 Meaning = Exists | Located | Related | Compared | Absent
+
+
+def mentions(meaning: Meaning) -> list[Mention]:
+    """The mentions of ``meaning`` in a fixed order (the order :func:`with_mentions` takes them back)."""
+    match meaning:
+        case Exists(items=items):
+            return list(items)
+        case Located(subject=subject):
+            return [subject]
+        case Related(subject=subject, landmark=landmark):
+            return [subject, landmark]
+        case Compared(subject=subject, other=other):
+            return [subject, other]
+        case Absent(missing=missing):
+            return [missing]
+    raise TypeError(f"not a meaning: {meaning!r}")
+
+
+def with_mentions(meaning: Meaning, new: list[Mention]) -> Meaning:
+    """``meaning`` with its mentions replaced, in the order of :func:`mentions`."""
+    match meaning:
+        case Exists():
+            return replace(meaning, items=tuple(new))
+        case Located():
+            return replace(meaning, subject=new[0])
+        case Related():
+            return replace(meaning, subject=new[0], landmark=new[1])
+        case Compared():
+            return replace(meaning, subject=new[0], other=new[1])
+        case Absent():
+            return replace(meaning, missing=new[0])
+    raise TypeError(f"not a meaning: {meaning!r}")

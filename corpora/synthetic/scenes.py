@@ -42,25 +42,35 @@ class Scene:
     objects: tuple[SceneObject, ...]
 
 
-def sample_scene(rng: random.Random, *, image_size: int, min_objects: int, max_objects: int) -> Scene:
+def sample_scene(
+    rng: random.Random, *, image_size: int, min_objects: int, max_objects: int, look_alike: float = 0.0
+) -> Scene:
     """Draw labels for ``min_objects..max_objects`` shapes and place them without much overlap.
 
-    A scene whose shapes do not fit (possible with many big ones) is drawn again from scratch.
+    ``look_alike`` is the chance that a shape after the first shares the shape or the colour (not both) of
+    an earlier one: a distractor that only the attribute it does not share tells apart. A scene whose
+    shapes do not fit (possible with many big ones) is drawn again from scratch.
     """
     for _ in range(_TRIES_PER_SCENE):
-        labels = _sample_labels(rng, integer(rng, min_objects, max_objects))
+        labels = _sample_labels(rng, integer(rng, min_objects, max_objects), look_alike)
         objects = _place(rng, labels, image_size)
         if objects is not None:
             return Scene(image_size=image_size, objects=objects)
     raise RuntimeError(f"could not place {max_objects} objects on a {image_size} px canvas")
 
 
-def _sample_labels(rng: random.Random, count: int) -> list[tuple[str, str, str]]:
+def _sample_labels(rng: random.Random, count: int, look_alike: float) -> list[tuple[str, str, str]]:
     labels: list[tuple[str, str, str]] = []
     for _ in range(count):
         size = pick(rng, tuple(SIZES))
         if labels and chance(rng, _DUPLICATE_PROBABILITY):
             shape, colour, _ = pick(rng, labels)
+        elif labels and look_alike > 0 and chance(rng, look_alike):  # no draw at 0: older seeds keep their scenes
+            shape, colour, _ = pick(rng, labels)
+            if chance(rng, 0.5):
+                shape = pick(rng, [s for s in SHAPES if s != shape])
+            else:
+                colour = pick(rng, [c for c in COLOURS if c != colour])
         else:
             shape, colour = pick(rng, SHAPES), pick(rng, tuple(COLOURS))
         labels.append((shape, colour, size))

@@ -1,20 +1,94 @@
-"""What every grammar shares: the ``Grammar`` record and sentence-level spelling helpers."""
+"""What every grammar shares: the ``Grammar`` record, the ``Wording`` of one sentence, and spelling helpers."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal, NamedTuple, TypeVar
 
 from corpora.synthetic.meaning import Meaning
+
+T = TypeVar("T")
+Register = Literal["caption", "parallel"]
+
+
+class Choice(NamedTuple):
+    """One way to say something, with how often captions and the parallel corpus use it.
+
+    A weight of 0 keeps a word out of a register: ``Choice("rhombus", 0.0, 0.4)`` is parallel-corpus-only
+    (news-like text says words that captions never use).
+    """
+
+    word: str
+    caption: float = 1.0
+    parallel: float = 1.0
+
+
+class Wording:
+    """How one sentence is worded: which choice every slot takes, and whether vague mentions stay vague.
+
+    Every :meth:`choose` consumes exactly one draw, whatever the slot offers, so two realisations of
+    meanings with the same structure and the same ``seed`` take the same choices slot by slot. That lets
+    the generator realise a meaning again with one attribute changed and see which words depend on it.
+
+    Args:
+        seed: seeds the choices; None takes the first choice of every slot (one wording per meaning).
+        register: which weights apply.
+        paraphrase: multiplies the weight of every choice but the first (0: always the first).
+        underspecify: realise a vague mention by its cover term ("a dark circle"), as the pivot language does.
+    """
+
+    def __init__(self, seed: int | None = None, *, register: Register = "caption", paraphrase: float = 1.0,
+                 underspecify: bool = False) -> None:  # fmt: skip
+        self.seed, self.register, self.paraphrase, self.underspecify = seed, register, paraphrase, underspecify
+        self._rng = None if seed is None else random.Random(seed)
+
+    def choose(self, choices: Sequence[Choice]) -> str:
+        """The word of one slot (its first choice without a seed)."""
+        if self._rng is None:
+            return choices[0].word
+        draw = self._rng.random()
+        weights = [self._weight(index, choice) for index, choice in enumerate(choices)]
+        target = draw * sum(weights)
+        for choice, weight in zip(choices, weights, strict=True):
+            target -= weight
+            if target < 0:
+                return choice.word
+        return next(choice.word for choice, weight in zip(choices, weights, strict=True) if weight > 0)
+
+    def choose_item(self, items: Sequence[tuple[T, Choice]]) -> T:
+        """Like :meth:`choose` for slots whose options are not words (a noun entry, a whole frame)."""
+        word = self.choose([choice for _, choice in items])
+        return next(item for item, choice in items if choice.word == word)
+
+    def again(self) -> Wording:
+        """A fresh wording with the same settings that will take the same choices from the start."""
+        return Wording(self.seed, register=self.register, paraphrase=self.paraphrase, underspecify=self.underspecify)
+
+    def _weight(self, index: int, choice: Choice) -> float:
+        weight = choice.caption if self.register == "caption" else choice.parallel
+        return weight if index == 0 else weight * self.paraphrase
+
+
+PLAIN = Wording()  # first choices, nothing vague: the canonical sentence of a meaning
 
 
 @dataclass(frozen=True)
 class Grammar:
-    """One language: its ISO 639-1 code, its English name and its realiser (meaning -> sentence)."""
+    """One language: its ISO 639-1 code, its English name and its realiser (meaning, wording -> sentence)."""
 
     code: str
     name: str
-    realise: Callable[[Meaning], str]
+    realiser: Callable[[Meaning, Wording], str]
+
+    def realise(self, meaning: Meaning, wording: Wording = PLAIN) -> str:
+        return self.realiser(meaning, wording)
+
+
+def words(*choices: str | tuple[str, float] | tuple[str, float, float]) -> tuple[Choice, ...]:
+    """Shorthand for a slot: ``words("big", ("large", 0.3))``; the first word is the most frequent."""
+    return tuple(Choice(c) if isinstance(c, str) else Choice(*c) for c in choices)
 
 
 def sentence(text: str) -> str:

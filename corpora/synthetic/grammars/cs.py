@@ -3,14 +3,16 @@
 The shapes are masculine inanimate, feminine or neuter nouns. "vedle" and "nalevo/napravo od" govern
 the genitive ("vedle červeného kruhu"), "nad"/"pod" the instrumental ("nad modrou hvězdou"). Numerals
 2-4 take the nominative plural ("dva červené kruhy", verb "jsou"), 5 and more the genitive plural
-("pět červených kruhů", verb "je"). Czech has no articles, so definiteness is not expressed.
+("pět červených kruhů", verb "je"). Czech has no articles, so definiteness is not expressed. Slots offer
+their ways of saying a thing, most frequent first (see ``Wording``).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import Grammar, enumerate_phrases, sentence
+from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
+from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 MASCULINE, FEMININE, NEUTER = 0, 1, 2  # masculine here is always inanimate (shapes are things)
@@ -45,6 +47,17 @@ NOUNS: dict[str, Noun] = {
     "star": Noun(FEMININE, "hvězda", "hvězdy", "hvězdu", "hvězdou", "hvězdy", "hvězd"),
     "ellipse": Noun(FEMININE, "elipsa", "elipsy", "elipsu", "elipsou", "elipsy", "elips"),
     "heart": Noun(NEUTER, "srdce", "srdce", "srdce", "srdcem", "srdce", "srdcí"),
+    "ovál": Noun(MASCULINE, "ovál", "oválu", "ovál", "oválem", "ovály", "oválů"),
+    "routa": Noun(FEMININE, "routa", "routy", "routu", "routou", "routy", "rout"),
+    SHAPE_COVER: Noun(MASCULINE, "tvar", "tvaru", "tvar", "tvarem", "tvary", "tvarů"),
+    "útvar": Noun(MASCULINE, "útvar", "útvaru", "útvar", "útvarem", "útvary", "útvarů"),
+}
+
+# shape (or the cover term) -> keys of NOUNS; shapes not listed have the one entry of their own name
+NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "ellipse": words("ellipse", ("ovál", 0.35, 0.3)),
+    "diamond": words("diamond", ("routa", 0.2, 0.1)),
+    SHAPE_COVER: words(SHAPE_COVER, ("útvar", 0.3, 0.2)),
 }
 
 # Stems of hard adjectives ("červený" = "červen" + "ý"); all colour and size words here decline alike.
@@ -59,6 +72,16 @@ ADJECTIVES: dict[str, str] = {
     "white": "bíl",
     "small": "mal",
     "big": "velk",
+    "dark": "tmav",
+    "light": "světl",
+    "drobn": "drobn",
+    "nachov": "nachov",
+}
+
+# colour, size or cover term -> keys of ADJECTIVES
+ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "small": words("small", ("drobn", 0.25, 0.1)),
+    "red": words("red", ("nachov", 0.0, 0.2)),
 }
 
 # Hard adjective endings: case -> (masculine inanimate, feminine, neuter)
@@ -81,40 +104,58 @@ NUMBERS: dict[int, tuple[str, str, str]] = {  # nominative = accusative, by gend
     8: ("osm", "osm", "osm"),
 }
 
-RELATIONS: dict[str, tuple[str, str]] = {  # relation -> (preposition, case it governs)
-    "left_of": ("nalevo od", "gen"),
-    "right_of": ("napravo od", "gen"),
-    "above": ("nad", "ins"),
-    "below": ("pod", "ins"),
-    "next_to": ("vedle", "gen"),
+RELATIONS: dict[str, tuple[tuple[Choice, ...], str]] = {  # relation -> (prepositions, case they govern)
+    "left_of": (words("nalevo od", ("vlevo od", 0.4, 0.2)), "gen"),
+    "right_of": (words("napravo od", ("vpravo od", 0.4, 0.2)), "gen"),
+    "above": (words("nad"), "ins"),
+    "below": (words("pod"), "ins"),
+    "next_to": (words("vedle", ("u", 0.2, 0.1)), "gen"),
 }
 
-PLACES: dict[str, str] = {
-    "top": "nahoře na obrázku",
-    "bottom": "dole na obrázku",
-    "left": "vlevo na obrázku",
-    "right": "vpravo na obrázku",
-    "middle": "uprostřed obrázku",
+PLACES: dict[str, tuple[Choice, ...]] = {
+    "top": words("nahoře na obrázku", ("v horní části obrázku", 0.3, 0.5)),
+    "bottom": words("dole na obrázku", ("v dolní části obrázku", 0.3, 0.5)),
+    "left": words("vlevo na obrázku", ("na levé straně obrázku", 0.3, 0.5)),
+    "right": words("vpravo na obrázku", ("na pravé straně obrázku", 0.3, 0.5)),
+    "middle": words("uprostřed obrázku", ("ve středu obrázku", 0.3, 0.3)),
 }
 
+SHOWS: tuple[Choice, ...] = words("obrázek zachycuje", ("obrázek ukazuje", 0.4), ("kresba zachycuje", 0.2))
 
-def noun_phrase(mention: Mention, case: str) -> str:
+
+def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN) -> str:
     """E.g. "červený kruh" (nom), "červeného kruhu" (gen), "modrou hvězdou" (ins), "pět červených kruhů".
 
     Args:
         mention: what to name; ``count`` > 1 is supported in the nominative and accusative only.
         case: "nom", "gen", "acc" or "ins".
+        wording: the choices of words (a vague mention may be said by its cover term).
     """
-    noun = NOUNS[mention.shape]
-    adjectives = [a for a in (mention.size, mention.colour) if a is not None]  # size before colour
+    return _phrase(mention, case, wording)[0]
+
+
+def _phrase(mention: Mention, case: str, wording: Wording) -> tuple[str, Noun]:
+    """The noun phrase and the noun it was built on (whose gender a determiner before it agrees with)."""
+    adjectives = [a for a in (_adjective(x, mention, wording) for x in ("size", "colour")) if a]  # size first
+    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
+    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     if mention.count == 1:
-        words = [ADJECTIVES[a] + ENDINGS[case][noun.gender] for a in adjectives]
-        return " ".join([*words, getattr(noun, case)])
+        said = [ADJECTIVES[a] + ENDINGS[case][noun.gender] for a in adjectives]
+        return " ".join([*said, getattr(noun, case)]), noun
     if case not in ("nom", "acc"):
         raise ValueError(f"numerals are only realised in the nominative and accusative, not {case!r}")
     form = "nom_plural" if mention.count < 5 else "gen_plural"  # "dva kruhy", but "pět kruhů"
-    words = [ADJECTIVES[a] + ENDINGS[form][noun.gender] for a in adjectives]
-    return " ".join([NUMBERS[mention.count][noun.gender], *words, getattr(noun, form)])
+    said = [ADJECTIVES[a] + ENDINGS[form][noun.gender] for a in adjectives]
+    return " ".join([NUMBERS[mention.count][noun.gender], *said, getattr(noun, form)]), noun
+
+
+def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
+    value = mention.size if attribute == "size" else mention.colour
+    if value is None:
+        return None
+    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
+        value = colour_cover(value) or value
+    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _be(mention: Mention) -> str:
@@ -127,39 +168,44 @@ def _with(phrase: str) -> str:
     return ("se " if phrase[0] in "szšž" else "s ") + phrase
 
 
-def realise(meaning: Meaning) -> str:
+def realise(meaning: Meaning, wording: Wording = PLAIN) -> str:
     """The Czech sentence for ``meaning``."""
-    return sentence(_clause(meaning))
+    return sentence(_clause(meaning, wording))
 
 
-def _clause(meaning: Meaning) -> str:
+def _clause(meaning: Meaning, wording: Wording) -> str:
     match meaning:
         case Exists(items=items, frame="there_is"):
             # The verb before a list agrees with the nearest item ("je kruh a dvě hvězdy").
-            listed = enumerate_phrases([noun_phrase(item, "nom") for item in items], "a")
+            listed = enumerate_phrases([noun_phrase(item, "nom", wording) for item in items], "a")
             return f"na obrázku {_be(items[0])} {listed}"
         case Exists(items=items, frame="picture_shows"):
-            return "obrázek zachycuje " + enumerate_phrases([noun_phrase(item, "acc") for item in items], "a")
+            opening = wording.choose(SHOWS)
+            return f"{opening} " + enumerate_phrases([noun_phrase(item, "acc", wording) for item in items], "a")
         case Exists(items=items, frame="picture_of"):
-            return "obrázek " + _with(enumerate_phrases([noun_phrase(item, "ins") for item in items], "a"))
+            listed = enumerate_phrases([noun_phrase(item, "ins", wording) for item in items], "a")
+            return "obrázek " + _with(listed)
         case Located(subject=subject, place=place, frame=frame):
+            where = wording.choose(PLACES[place])
             if frame == "place_first":
-                return f"{PLACES[place]} je {noun_phrase(subject, 'nom')}"
-            return f"{noun_phrase(subject, 'nom')} je {PLACES[place]}"
+                return f"{where} je {noun_phrase(subject, 'nom', wording)}"
+            return f"{noun_phrase(subject, 'nom', wording)} je {where}"
         case Related(subject=subject, relation=relation, landmark=landmark, frame=frame):
-            preposition, case = RELATIONS[relation]
-            where = f"{preposition} {noun_phrase(landmark, case)}"
+            prepositions, case = RELATIONS[relation]
+            preposition = wording.choose(prepositions)
+            where = f"{preposition} {noun_phrase(landmark, case, wording)}"
             if frame == "landmark_first":
-                return f"{where} je {noun_phrase(subject, 'nom')}"
+                return f"{where} je {noun_phrase(subject, 'nom', wording)}"
             verb = " je" if frame == "clause" else ""
-            return f"{noun_phrase(subject, 'nom')}{verb} {where}"
+            return f"{noun_phrase(subject, 'nom', wording)}{verb} {where}"
         case Compared(subject=subject, other=other, bigger=bigger):
             comparative = "větší" if bigger else "menší"  # soft adjectives: one form for every gender
-            return f"{noun_phrase(subject, 'nom')} je {comparative} než {noun_phrase(other, 'nom')}"
+            first = noun_phrase(subject, "nom", wording)
+            return f"{first} je {comparative} než {noun_phrase(other, 'nom', wording)}"
         case Absent(missing=missing):
-            none = "žádn" + ENDINGS["nom"][NOUNS[missing.shape].gender]
-            return f"na obrázku není {none} {noun_phrase(missing, 'nom')}"
+            phrase, noun = _phrase(missing, "nom", wording)
+            return f"na obrázku není žádn{ENDINGS['nom'][noun.gender]} {phrase}"
     raise TypeError(f"not a meaning: {meaning!r}")
 
 
-GRAMMAR = Grammar(code="cs", name="Czech", realise=realise)
+GRAMMAR = Grammar(code="cs", name="Czech", realiser=realise)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import Grammar, enumerate_phrases, sentence
+from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
+from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 MASCULINE, FEMININE, NEUTER, PLURAL = 0, 1, 2, 3  # column of the article and ending tables
@@ -35,6 +36,19 @@ NOUNS: dict[str, Noun] = {
     "pentagon": Noun(NEUTER, "Fünfeck", "Fünfeck", "Fünfecke", "Fünfecken"),
     "cross": Noun(NEUTER, "Kreuz", "Kreuz", "Kreuze", "Kreuzen"),
     "heart": Noun(NEUTER, "Herz", "Herzen", "Herzen", "Herzen"),  # irregular: "dem Herzen"
+    "Rhombus": Noun(MASCULINE, "Rhombus", "Rhombus", "Rhomben", "Rhomben"),
+    "Oval": Noun(NEUTER, "Oval", "Oval", "Ovale", "Ovalen"),
+    "Pluszeichen": Noun(NEUTER, "Pluszeichen", "Pluszeichen", "Pluszeichen", "Pluszeichen"),
+    SHAPE_COVER: Noun(FEMININE, "Form", "Form", "Formen", "Formen"),
+    "Figur": Noun(FEMININE, "Figur", "Figur", "Figuren", "Figuren"),
+}
+
+# shape (or the cover term) -> keys of NOUNS; shapes not listed have the one entry of their own name
+NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "diamond": words("diamond", ("Rhombus", 0.0, 0.5)),
+    "ellipse": words("ellipse", ("Oval", 0.35, 0.3)),
+    "cross": words("cross", ("Pluszeichen", 0.15, 0.1)),
+    SHAPE_COVER: words(SHAPE_COVER, ("Figur", 0.3, 0.2)),
 }
 
 # Adjective stems. "orangefarben" and "violett" rather than "orange"/"lila", which standard German
@@ -50,6 +64,16 @@ ADJECTIVES: dict[str, str] = {
     "white": "weiß",
     "small": "klein",
     "big": "groß",
+    "dark": "dunkl",  # "dunkel" drops its e before an ending: "ein dunkler Kreis"
+    "light": "hell",
+    "scharlachrot": "scharlachrot",
+    "winzig": "winzig",
+}
+
+# colour, size or cover term -> keys of ADJECTIVES
+ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "red": words("red", ("scharlachrot", 0.0, 0.2)),
+    "small": words("small", ("winzig", 0.0, 0.3)),
 }
 
 NUMBERS: dict[int, str] = {2: "zwei", 3: "drei", 4: "vier", 5: "fünf", 6: "sechs", 7: "sieben", 8: "acht"}
@@ -82,30 +106,30 @@ ENDINGS: dict[tuple[str, str], tuple[str, str, str, str]] = {
     ("strong", "dat"): ("em", "er", "em", "en"),
 }
 
-RELATIONS: dict[str, str] = {  # each governs the dative here (location, not direction)
-    "left_of": "links von",
-    "right_of": "rechts von",
-    "above": "über",
-    "below": "unter",
-    "next_to": "neben",
+RELATIONS: dict[str, tuple[Choice, ...]] = {  # each governs the dative here (location, not direction)
+    "left_of": words("links von", ("links neben", 0.3, 0.1)),
+    "right_of": words("rechts von", ("rechts neben", 0.3, 0.1)),
+    "above": words("über", ("oberhalb von", 0.25, 0.4)),
+    "below": words("unter", ("unterhalb von", 0.25, 0.4)),
+    "next_to": words("neben"),
 }
 
-EXISTS_OPENINGS: dict[str, tuple[str, str]] = {  # frame -> (words, case of the listed items)
-    "there_is": ("es gibt", "acc"),
-    "picture_shows": ("das Bild zeigt", "acc"),
-    "picture_of": ("ein Bild mit", "dat"),
+EXISTS_OPENINGS: dict[str, tuple[str, tuple[Choice, ...]]] = {  # frame -> (case of the listed items, openings)
+    "there_is": ("acc", words("es gibt", ("man sieht", 0.4, 0.1))),
+    "picture_shows": ("acc", words("das Bild zeigt", ("die Abbildung zeigt", 0.3, 0.3), ("die Zeichnung zeigt", 0.2))),
+    "picture_of": ("dat", words("ein Bild mit", ("eine Zeichnung mit", 0.3))),
 }
 
-PLACES: dict[str, str] = {
-    "top": "oben im Bild",
-    "bottom": "unten im Bild",
-    "left": "links im Bild",
-    "right": "rechts im Bild",
-    "middle": "in der Mitte des Bildes",
+PLACES: dict[str, tuple[Choice, ...]] = {
+    "top": words("oben im Bild", ("im oberen Teil des Bildes", 0.3, 0.5), ("oben", 0.2)),
+    "bottom": words("unten im Bild", ("im unteren Teil des Bildes", 0.3, 0.5), ("unten", 0.2)),
+    "left": words("links im Bild", ("auf der linken Seite des Bildes", 0.3, 0.5), ("links", 0.2)),
+    "right": words("rechts im Bild", ("auf der rechten Seite des Bildes", 0.3, 0.5), ("rechts", 0.2)),
+    "middle": words("in der Mitte des Bildes", ("in der Bildmitte", 0.4), ("mittig", 0.0, 0.3)),
 }
 
 
-def noun_phrase(mention: Mention, case: str, *, article: str | None = None) -> str:
+def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN, *, article: str | None = None) -> str:
     """E.g. ``("circle", red)`` in the dative -> "einem roten Kreis".
 
     Args:
@@ -113,21 +137,32 @@ def noun_phrase(mention: Mention, case: str, *, article: str | None = None) -> s
         case: "nom", "acc" or "dat".
         article: "definite", "indefinite", "kein" or "none"; by default taken from the mention.
     """
-    noun = NOUNS[mention.shape]
+    adjectives = [_adjective(attribute, mention, wording) for attribute in ("size", "colour")]
+    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
+    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     plural = mention.count > 1
     if article is None:
         article = "definite" if mention.definite else "none" if plural else "indefinite"
     column = PLURAL if plural else noun.gender
     ending = ENDINGS[(DECLENSION[article], case)][column]
-    words = [] if article == "none" else [_article(article, case, column)]
+    said = [] if article == "none" else [_article(article, case, column)]
     if plural and not mention.definite:
-        words.append(NUMBERS[mention.count])
-    words += [ADJECTIVES[a] + ending for a in (mention.size, mention.colour) if a is not None]
+        said.append(NUMBERS[mention.count])
+    said += [ADJECTIVES[a] + ending for a in adjectives if a is not None]
     if plural:
-        words.append(noun.dative_plural if case == "dat" else noun.plural)
+        said.append(noun.dative_plural if case == "dat" else noun.plural)
     else:
-        words.append(noun.dative_singular if case == "dat" else noun.singular)
-    return " ".join(words)
+        said.append(noun.dative_singular if case == "dat" else noun.singular)
+    return " ".join(said)
+
+
+def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
+    value = mention.size if attribute == "size" else mention.colour
+    if value is None:
+        return None
+    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
+        value = colour_cover(value) or value
+    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _article(article: str, case: str, column: int) -> str:
@@ -142,32 +177,36 @@ def _contract(text: str) -> str:
     return re.sub(r"\bvon dem\b", "vom", text)
 
 
-def realise(meaning: Meaning) -> str:
+def realise(meaning: Meaning, wording: Wording = PLAIN) -> str:
     """The German sentence for ``meaning``."""
-    return sentence(_contract(_clause(meaning)))
+    return sentence(_contract(_clause(meaning, wording)))
 
 
-def _clause(meaning: Meaning) -> str:
+def _clause(meaning: Meaning, wording: Wording) -> str:
     match meaning:
         case Exists(items=items, frame=frame):
-            opening, case = EXISTS_OPENINGS[frame]
-            return f"{opening} " + enumerate_phrases([noun_phrase(item, case) for item in items], "und")
+            case, openings = EXISTS_OPENINGS[frame]
+            opening = wording.choose(openings)
+            return f"{opening} " + enumerate_phrases([noun_phrase(item, case, wording) for item in items], "und")
         case Located(subject=subject, place=place, frame=frame):
+            where = wording.choose(PLACES[place])
             if frame == "place_first":
-                return f"{PLACES[place]} ist {noun_phrase(subject, 'nom')}"  # verb second, subject after it
-            return f"{noun_phrase(subject, 'nom')} ist {PLACES[place]}"
+                return f"{where} ist {noun_phrase(subject, 'nom', wording)}"  # verb second, subject after it
+            return f"{noun_phrase(subject, 'nom', wording)} ist {where}"
         case Related(subject=subject, relation=relation, landmark=landmark, frame=frame):
-            where = f"{RELATIONS[relation]} {noun_phrase(landmark, 'dat')}"
+            where = f"{wording.choose(RELATIONS[relation])} {noun_phrase(landmark, 'dat', wording)}"
             if frame == "landmark_first":
-                return f"{where} ist {noun_phrase(subject, 'nom')}"
+                return f"{where} ist {noun_phrase(subject, 'nom', wording)}"
             verb = " ist" if frame == "clause" else ""
-            return f"{noun_phrase(subject, 'nom')}{verb} {where}"
+            return f"{noun_phrase(subject, 'nom', wording)}{verb} {where}"
         case Compared(subject=subject, other=other, bigger=bigger):
             comparative = "größer" if bigger else "kleiner"
-            return f"{noun_phrase(subject, 'nom')} ist {comparative} als {noun_phrase(other, 'nom')}"
+            first = noun_phrase(subject, "nom", wording)
+            return f"{first} ist {comparative} als {noun_phrase(other, 'nom', wording)}"
         case Absent(missing=missing):
-            return f"das Bild zeigt {noun_phrase(missing, 'acc', article='kein')}"
+            opening = wording.choose(EXISTS_OPENINGS["picture_shows"][1])
+            return f"{opening} {noun_phrase(missing, 'acc', wording, article='kein')}"
     raise TypeError(f"not a meaning: {meaning!r}")
 
 
-GRAMMAR = Grammar(code="de", name="German", realise=realise)
+GRAMMAR = Grammar(code="de", name="German", realiser=realise)

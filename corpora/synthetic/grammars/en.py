@@ -1,97 +1,144 @@
-"""English: lexicon and realiser (a/an by the next word's first letter, plural nouns after numerals)."""
+"""English: lexicon and realiser (a/an by the next word's first letter, plural nouns after numerals).
+
+Every slot offers its ways of saying a thing, most frequent first (see ``Wording``): "an oval" for "an
+ellipse", "large" for "big", "beside" for "next to"; words with a caption weight of 0 ("rhombus",
+"scarlet", "depicts") belong to the parallel corpus's register only.
+"""
 
 from __future__ import annotations
 
-from corpora.synthetic.grammars.common import Grammar, enumerate_phrases, sentence
+from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
+from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
-# shape -> (singular, plural)
-NOUNS: dict[str, tuple[str, str]] = {
-    "circle": ("circle", "circles"),
-    "square": ("square", "squares"),
-    "triangle": ("triangle", "triangles"),
-    "star": ("star", "stars"),
-    "diamond": ("diamond", "diamonds"),
-    "hexagon": ("hexagon", "hexagons"),
-    "cross": ("cross", "crosses"),
-    "ellipse": ("ellipse", "ellipses"),
-    "heart": ("heart", "hearts"),
-    "pentagon": ("pentagon", "pentagons"),
+# noun (singular) -> plural
+NOUNS: dict[str, str] = {
+    "circle": "circles",
+    "square": "squares",
+    "triangle": "triangles",
+    "star": "stars",
+    "diamond": "diamonds",
+    "rhombus": "rhombuses",
+    "hexagon": "hexagons",
+    "cross": "crosses",
+    "plus sign": "plus signs",
+    "ellipse": "ellipses",
+    "oval": "ovals",
+    "heart": "hearts",
+    "pentagon": "pentagons",
+    "shape": "shapes",
+    "figure": "figures",
 }
 
-ADJECTIVES: dict[str, str] = {
-    "red": "red",
-    "green": "green",
-    "blue": "blue",
-    "yellow": "yellow",
-    "orange": "orange",
-    "purple": "purple",
-    "black": "black",
-    "white": "white",
-    "small": "small",
-    "big": "big",
+# shape (or the cover term) -> its nouns; shapes not listed have one noun of their own name
+NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "diamond": words("diamond", ("rhombus", 0.0, 0.5)),
+    "cross": words("cross", ("plus sign", 0.15, 0.1)),
+    "ellipse": words("ellipse", ("oval", 0.35, 0.3)),
+    SHAPE_COVER: words("shape", ("figure", 0.3, 0.2)),
+}
+
+# colour, size or cover term -> its adjectives; the others are said by their own name
+ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "red": words("red", ("scarlet", 0.0, 0.2)),
+    "purple": words("purple", ("violet", 0.25, 0.3)),
+    "big": words("big", ("large", 0.35, 0.4)),
+    "small": words("small", ("little", 0.25, 0.15)),
 }
 
 NUMBERS: dict[int, str] = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 
-RELATIONS: dict[str, str] = {
-    "left_of": "to the left of",
-    "right_of": "to the right of",
-    "above": "above",
-    "below": "below",
-    "next_to": "next to",
+RELATIONS: dict[str, tuple[Choice, ...]] = {
+    "left_of": words("to the left of", ("left of", 0.3, 0.1)),
+    "right_of": words("to the right of", ("right of", 0.3, 0.1)),
+    "above": words("above", ("over", 0.3, 0.2)),
+    "below": words("below", ("under", 0.4, 0.2), ("beneath", 0.0, 0.4)),
+    "next_to": words("next to", ("beside", 0.4, 0.3)),
 }
 
-PLACES: dict[str, str] = {
-    "top": "at the top of the picture",
-    "bottom": "at the bottom of the picture",
-    "left": "on the left side of the picture",
-    "right": "on the right side of the picture",
-    "middle": "in the middle of the picture",
+PLACES: dict[str, tuple[Choice, ...]] = {
+    "top": words(
+        "at the top of the picture",
+        ("at the top of the image", 0.4),
+        ("at the top", 0.3),
+        ("in the upper part of the picture", 0.0, 0.5),
+    ),
+    "bottom": words(
+        "at the bottom of the picture",
+        ("at the bottom of the image", 0.4),
+        ("at the bottom", 0.3),
+        ("in the lower part of the picture", 0.0, 0.5),
+    ),
+    "left": words("on the left side of the picture", ("on the left of the image", 0.4), ("on the left", 0.3)),
+    "right": words("on the right side of the picture", ("on the right of the image", 0.4), ("on the right", 0.3)),
+    "middle": words("in the middle of the picture", ("in the centre of the image", 0.4), ("in the middle", 0.3)),
 }
 
+SHOWS: tuple[Choice, ...] = words("the picture shows", ("the image shows", 0.4), ("the drawing shows", 0.2),
+                                  ("the picture depicts", 0.0, 0.5))  # fmt: skip
+THERE: tuple[Choice, ...] = words("there")
+PICTURE_OF: tuple[Choice, ...] = words("a picture of", ("an image of", 0.4), ("a drawing of", 0.25))
+BIGGER: tuple[Choice, ...] = words("bigger", ("larger", 0.5))
+SMALLER: tuple[Choice, ...] = words("smaller", ("tinier", 0.0, 0.2))
 
-def noun_phrase(mention: Mention, *, determiner: str | None = None) -> str:
+
+def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str | None = None) -> str:
     """Name a mention: "a small red circle", "the blue star", "two green squares"; ``determiner`` overrides ("no")."""
     plural = mention.count > 1
-    words = [ADJECTIVES[a] for a in (mention.size, mention.colour) if a is not None]  # size before colour
-    words.append(NOUNS[mention.shape][1 if plural else 0])
+    words = [_adjective(attribute, mention, wording) for attribute in ("size", "colour")]  # size before colour
+    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
+    noun = wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))
+    phrase = [word for word in words if word] + [NOUNS[noun] if plural else noun]
     if determiner is None:
         determiner = "the" if mention.definite else NUMBERS[mention.count] if plural else "a"
-    if determiner == "a" and words[0][0] in "aeiou":  # no word of the lexicon starts with a "you" sound
+    if determiner == "a" and phrase[0][0] in "aeiou":  # no word of the lexicon starts with a "you" sound
         determiner = "an"
-    return " ".join([determiner, *words])
+    return " ".join([determiner, *phrase])
+
+
+def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
+    value = mention.size if attribute == "size" else mention.colour
+    if value is None:
+        return None
+    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
+        value = colour_cover(value) or value
+    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _be(mention: Mention) -> str:
     return "are" if mention.count > 1 else "is"
 
 
-def realise(meaning: Meaning) -> str:
+def realise(meaning: Meaning, wording: Wording = PLAIN) -> str:
     """The English sentence for ``meaning``."""
     match meaning:
         case Exists(items=items, frame=frame):
-            listed = enumerate_phrases([noun_phrase(item) for item in items], "and")
+            said = wording.choose({"there_is": THERE, "picture_shows": SHOWS, "picture_of": PICTURE_OF}[frame])
+            listed = enumerate_phrases([noun_phrase(item, wording) for item in items], "and")
             if frame == "there_is":
                 # The verb agrees with the nearest item ("There is a star and two circles").
-                return sentence(f"there {_be(items[0])} {listed}")
-            opening = "the picture shows" if frame == "picture_shows" else "a picture of"
-            return sentence(f"{opening} {listed}")
+                return sentence(f"{said} {_be(items[0])} {listed}")
+            return sentence(f"{said} {listed}")
         case Located(subject=subject, place=place, frame=frame):
+            where = wording.choose(PLACES[place])
             if frame == "place_first":
-                return sentence(f"{PLACES[place]} there is {noun_phrase(subject)}")
-            return sentence(f"{noun_phrase(subject)} is {PLACES[place]}")
+                return sentence(f"{where} there is {noun_phrase(subject, wording)}")
+            return sentence(f"{noun_phrase(subject, wording)} is {where}")
         case Related(subject=subject, relation=relation, landmark=landmark, frame=frame):
+            how = wording.choose(RELATIONS[relation])
             if frame == "landmark_first":
-                return sentence(f"{RELATIONS[relation]} {noun_phrase(landmark)} there is {noun_phrase(subject)}")
+                landmark_phrase = noun_phrase(landmark, wording)
+                return sentence(f"{how} {landmark_phrase} there is {noun_phrase(subject, wording)}")
             verb = " is" if frame == "clause" else ""
-            return sentence(f"{noun_phrase(subject)}{verb} {RELATIONS[relation]} {noun_phrase(landmark)}")
+            subject_phrase = noun_phrase(subject, wording)
+            return sentence(f"{subject_phrase}{verb} {how} {noun_phrase(landmark, wording)}")
         case Compared(subject=subject, other=other, bigger=bigger):
-            comparative = "bigger" if bigger else "smaller"
-            return sentence(f"{noun_phrase(subject)} is {comparative} than {noun_phrase(other)}")
+            comparative = wording.choose(BIGGER if bigger else SMALLER)
+            return sentence(f"{noun_phrase(subject, wording)} is {comparative} than {noun_phrase(other, wording)}")
         case Absent(missing=missing):
-            return sentence(f"the picture shows {noun_phrase(missing, determiner='no')}")
+            opening = wording.choose(SHOWS)
+            return sentence(f"{opening} {noun_phrase(missing, wording, determiner='no')}")
     raise TypeError(f"not a meaning: {meaning!r}")
 
 
-GRAMMAR = Grammar(code="en", name="English", realise=realise)
+GRAMMAR = Grammar(code="en", name="English", realiser=realise)

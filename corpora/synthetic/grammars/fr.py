@@ -2,7 +2,8 @@
 
 Colour adjectives follow the noun and size adjectives precede it ("un petit carré rouge"). Phrases are
 built with full forms ("de le cercle") and a final spelling pass applies elision and contraction
-("du cercle", "de l'étoile", "d'un cercle"), so no realiser branch has to remember them.
+("du cercle", "de l'étoile", "d'un cercle"), so no realiser branch has to remember them. Slots offer
+their ways of saying a thing, most frequent first (see ``Wording``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import Grammar, enumerate_phrases, sentence
+from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
+from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 
@@ -31,6 +33,19 @@ NOUNS: dict[str, Noun] = {
     "ellipse": Noun(True, "ellipse", "ellipses"),
     "heart": Noun(False, "cœur", "cœurs"),
     "pentagon": Noun(False, "pentagone", "pentagones"),
+    "rhombe": Noun(False, "rhombe", "rhombes"),
+    "ovale": Noun(False, "ovale", "ovales"),
+    "rond": Noun(False, "rond", "ronds"),
+    SHAPE_COVER: Noun(True, "forme", "formes"),
+    "figure": Noun(True, "figure", "figures"),
+}
+
+# shape (or the cover term) -> keys of NOUNS; shapes not listed have the one entry of their own name
+NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "diamond": words("diamond", ("rhombe", 0.0, 0.5)),
+    "ellipse": words("ellipse", ("ovale", 0.35, 0.3)),
+    "circle": words("circle", ("rond", 0.2, 0.05)),
+    SHAPE_COVER: words(SHAPE_COVER, ("figure", 0.3, 0.2)),
 }
 
 
@@ -50,43 +65,57 @@ ADJECTIVES: dict[str, Adjective] = {
     "white": Adjective(("blanc", "blanche", "blancs", "blanches"), False),
     "small": Adjective(("petit", "petite", "petits", "petites"), True),
     "big": Adjective(("grand", "grande", "grands", "grandes"), True),
+    "dark": Adjective(("foncé", "foncée", "foncés", "foncées"), False),
+    "light": Adjective(("clair", "claire", "clairs", "claires"), False),
+    "gros": Adjective(("gros", "grosse", "gros", "grosses"), True),
+    "mauve": Adjective(("mauve", "mauve", "mauves", "mauves"), False),
+    "écarlate": Adjective(("écarlate", "écarlate", "écarlates", "écarlates"), False),
+}
+
+# colour, size or cover term -> keys of ADJECTIVES
+ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
+    "big": words("big", ("gros", 0.3, 0.1)),
+    "purple": words("purple", ("mauve", 0.2, 0.1)),
+    "red": words("red", ("écarlate", 0.0, 0.2)),
 }
 
 NUMBERS: dict[int, str] = {2: "deux", 3: "trois", 4: "quatre", 5: "cinq", 6: "six", 7: "sept", 8: "huit"}
 
-RELATIONS: dict[str, str] = {
-    "left_of": "à gauche de",
-    "right_of": "à droite de",
-    "above": "au-dessus de",
-    "below": "sous",
-    "next_to": "à côté de",
+RELATIONS: dict[str, tuple[Choice, ...]] = {
+    "left_of": words("à gauche de"),
+    "right_of": words("à droite de"),
+    "above": words("au-dessus de"),
+    "below": words("sous", ("en dessous de", 0.3, 0.3)),
+    "next_to": words("à côté de", ("près de", 0.3, 0.2)),
 }
 
-PLACES: dict[str, str] = {
-    "top": "en haut de l'image",
-    "bottom": "en bas de l'image",
-    "left": "à gauche de l'image",
-    "right": "à droite de l'image",
-    "middle": "au milieu de l'image",
+PLACES: dict[str, tuple[Choice, ...]] = {
+    "top": words("en haut de l'image", ("en haut", 0.3), ("dans la partie supérieure de l'image", 0.0, 0.5)),
+    "bottom": words("en bas de l'image", ("en bas", 0.3), ("dans la partie inférieure de l'image", 0.0, 0.5)),
+    "left": words("à gauche de l'image", ("sur la gauche", 0.3)),
+    "right": words("à droite de l'image", ("sur la droite", 0.3)),
+    "middle": words("au milieu de l'image", ("au centre de l'image", 0.4)),
 }
 
-EXISTS_OPENINGS: dict[str, str] = {
-    "there_is": "il y a",
-    "picture_shows": "l'image montre",
-    "picture_of": "une image avec",
+EXISTS_OPENINGS: dict[str, tuple[Choice, ...]] = {
+    "there_is": words("il y a", ("on voit", 0.4, 0.1)),
+    "picture_shows": words("l'image montre", ("le dessin montre", 0.3), ("l'image représente", 0.0, 0.5)),
+    "picture_of": words("une image avec", ("un dessin avec", 0.3)),
 }
 
 _VOWEL_START = re.compile(r"^(?:[aeiouàâéèêëîïôûœ]|hexagone)", re.IGNORECASE)  # "hexagone" has a mute h
 
 
-def noun_phrase(mention: Mention, *, determiner: str | None = None) -> str:
+def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str | None = None) -> str:
     """E.g. "un petit carré rouge", "la grande étoile bleue", "deux croix blanches" (before elision).
 
     Args:
         mention: what to name; ``count`` > 1 gives a numeral.
         determiner: overrides the article, e.g. "aucun" (agreed in gender here).
     """
-    noun = NOUNS[mention.shape]
+    adjectives = [ADJECTIVES[a] for a in (_adjective(x, mention, wording) for x in ("size", "colour")) if a]
+    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
+    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     plural = mention.count > 1
     slot = int(noun.feminine) + 2 * int(plural)
     if determiner is None:
@@ -94,9 +123,18 @@ def noun_phrase(mention: Mention, *, determiner: str | None = None) -> str:
         determiner = determiner or (NUMBERS[mention.count] if plural else "une" if noun.feminine else "un")
     elif determiner == "aucun" and noun.feminine:
         determiner = "aucune"
-    before = [ADJECTIVES[a].forms[slot] for a in (mention.size, mention.colour) if a and ADJECTIVES[a].before_noun]
-    after = [ADJECTIVES[a].forms[slot] for a in (mention.size, mention.colour) if a and not ADJECTIVES[a].before_noun]
+    before = [adjective.forms[slot] for adjective in adjectives if adjective.before_noun]
+    after = [adjective.forms[slot] for adjective in adjectives if not adjective.before_noun]
     return " ".join([determiner, *before, noun.plural if plural else noun.singular, *after])
+
+
+def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
+    value = mention.size if attribute == "size" else mention.colour
+    if value is None:
+        return None
+    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
+        value = colour_cover(value) or value
+    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def spell(text: str) -> str:
@@ -122,31 +160,35 @@ def spell(text: str) -> str:
     return " ".join(out)
 
 
-def realise(meaning: Meaning) -> str:
+def realise(meaning: Meaning, wording: Wording = PLAIN) -> str:
     """The French sentence for ``meaning``."""
-    return sentence(spell(_clause(meaning)))
+    return sentence(spell(_clause(meaning, wording)))
 
 
-def _clause(meaning: Meaning) -> str:
+def _clause(meaning: Meaning, wording: Wording) -> str:
     match meaning:
         case Exists(items=items, frame=frame):
-            return f"{EXISTS_OPENINGS[frame]} " + enumerate_phrases([noun_phrase(item) for item in items], "et")
+            opening = wording.choose(EXISTS_OPENINGS[frame])
+            return f"{opening} " + enumerate_phrases([noun_phrase(item, wording) for item in items], "et")
         case Located(subject=subject, place=place, frame=frame):
+            where = wording.choose(PLACES[place])
             if frame == "place_first":
-                return f"{PLACES[place]}, il y a {noun_phrase(subject)}"
-            return f"{noun_phrase(subject)} est {PLACES[place]}"
+                return f"{where}, il y a {noun_phrase(subject, wording)}"
+            return f"{noun_phrase(subject, wording)} est {where}"
         case Related(subject=subject, relation=relation, landmark=landmark, frame=frame):
-            where = f"{RELATIONS[relation]} {noun_phrase(landmark)}"
+            where = f"{wording.choose(RELATIONS[relation])} {noun_phrase(landmark, wording)}"
             if frame == "landmark_first":
-                return f"{where}, il y a {noun_phrase(subject)}"
+                return f"{where}, il y a {noun_phrase(subject, wording)}"
             verb = " est" if frame == "clause" else ""
-            return f"{noun_phrase(subject)}{verb} {where}"
+            return f"{noun_phrase(subject, wording)}{verb} {where}"
         case Compared(subject=subject, other=other, bigger=bigger):
-            comparative = ADJECTIVES["big" if bigger else "small"].forms[int(NOUNS[subject.shape].feminine)]
-            return f"{noun_phrase(subject)} est plus {comparative} que {noun_phrase(other)}"
+            first = noun_phrase(subject, wording)
+            feminine = first.split()[0] == "la"  # the subject is definite: its article tells its gender
+            comparative = ADJECTIVES["big" if bigger else "small"].forms[int(feminine)]
+            return f"{first} est plus {comparative} que {noun_phrase(other, wording)}"
         case Absent(missing=missing):
-            return f"l'image ne montre {noun_phrase(missing, determiner='aucun')}"
+            return f"l'image ne montre {noun_phrase(missing, wording, determiner='aucun')}"
     raise TypeError(f"not a meaning: {meaning!r}")
 
 
-GRAMMAR = Grammar(code="fr", name="French", realise=realise)
+GRAMMAR = Grammar(code="fr", name="French", realiser=realise)

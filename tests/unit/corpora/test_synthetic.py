@@ -20,13 +20,19 @@ from corpora.io import InputError, read_lines
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
-from corpora.synthetic.config import FlickrLikeConfig, ObjectRange, SplitCounts
-from corpora.synthetic.inventory import COLOURS
+from corpora.synthetic.config import FlickrLikeConfig, NoiseConfig, ObjectRange, SplitCounts
+from corpora.synthetic.inventory import COLOUR_COVERS, COLOURS
 from settings.build import build
 from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
-SMALL = SyntheticConfig(image_size=96, splits=SplitCounts(12, 4, 4), parallel_pairs=SplitCounts(200, 20, 20))
+# No annotator noise here, so every caption must be true of its image (noise has tests of its own).
+SMALL = SyntheticConfig(
+    image_size=96,
+    splits=SplitCounts(12, 4, 4),
+    parallel_pairs=SplitCounts(200, 20, 20),
+    noise=NoiseConfig(0.0, 0.0, 0.0),
+)
 SEED = 3
 LANGUAGES = Languages("en", ("de", "fr", "cs"))
 Box = tuple[float, float, float, float]
@@ -147,8 +153,28 @@ def test_images_show_each_object_in_its_colour_at_its_box(small, objects) -> Non
 
 # ---------------------------------------------------------------- captions are true of the boxes
 
-_COLOUR = "|".join(COLOURS)
+_COLOUR = "|".join([*COLOURS, *COLOUR_COVERS])
 _NP = rf"(a|an|the|two|three|four|five|six|seven|eight) (?:(small|big) )?(?:({_COLOUR}) )?(\w+)"
+# Every other wording of a caption -> the one the parser reads (written out here, not taken from the grammar).
+_CANONICAL = [
+    (r"\blarge\b", "big"),
+    (r"\blittle\b", "small"),
+    (r"\bviolet\b", "purple"),
+    (r"\bovals?\b", lambda m: "ellipses" if m.group(0).endswith("s") else "ellipse"),
+    (r"\bplus signs?\b", lambda m: "crosses" if m.group(0).endswith("s") else "cross"),
+    (r"\bfigure(s?)\b", r"shape\1"),
+    (r"\bbeside\b", "next to"),
+    (r"\bover\b", "above"),
+    (r"\bunder\b", "below"),
+    (r"(?<!to the )\b(left|right) of\b(?! the (?:picture|image))", r"to the \1 of"),
+    (r"^the (?:image|drawing) shows", "the picture shows"),
+    (r"^(?:an image|a drawing) of", "a picture of"),
+    (r"on the (left|right) of the image", r"on the \1 side of the picture"),
+    (r"in the centre of the image", "in the middle of the picture"),
+    (r"(at the top|at the bottom|in the middle) of the image", r"\1 of the picture"),
+    (r"(at the top|at the bottom|in the middle|on the left|on the right)(?! side| of)", r"\1 of the picture"),
+    (r"on the (left|right) of the picture", r"on the \1 side of the picture"),
+]
 _RELATION = "to the left of|to the right of|above|below|next to"
 _PLACE = r"at the top|at the bottom|on the left side|on the right side|in the middle"
 _NUMBERS = {"a": 1, "an": 1, "the": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
@@ -177,9 +203,15 @@ def _place_loosely(place: str, box: Box, size: int) -> bool:
 
 
 def _referents(rows: list[dict], determiner: str, size: str | None, colour: str | None, noun: str) -> list[Box]:
-    """Boxes that fit a parsed noun phrase; "the" must pick out exactly one object."""
+    """Boxes that fit a parsed noun phrase ("shape" fits every shape, "dark" every dark colour); "the" must
+    pick out exactly one object."""
     shape = noun[:-2] if noun.endswith("sses") else noun.rstrip("s") if determiner not in ("a", "an", "the") else noun
-    fits = [r for r in rows if r["shape"] == shape and colour in (None, r["colour"]) and size in (None, r["size"])]
+    colours = COLOUR_COVERS.get(colour or "", (colour,))
+    fits = [
+        r
+        for r in rows
+        if shape in ("shape", r["shape"]) and (colour is None or r["colour"] in colours) and size in (None, r["size"])
+    ]
     if determiner == "the":
         assert len(fits) == 1, ("'the' is not unique", determiner, size, colour, noun)
     return [(r["x0"], r["y0"], r["x1"], r["y1"]) for r in fits]
@@ -188,6 +220,8 @@ def _referents(rows: list[dict], determiner: str, size: str | None, colour: str 
 def _check_caption(text: str, rows: list[dict], size: int) -> str:
     """Parse one English caption, assert what it says holds for ``rows``, and return its form."""
     sentence = text[0].lower() + text[1:-1]
+    for pattern, canonical in _CANONICAL:
+        sentence = re.sub(pattern, canonical, sentence)
     if match := re.fullmatch(rf"{_NP}(?: is)? ({_RELATION}) {_NP}", sentence):
         subjects, landmarks = _referents(rows, *match.groups()[:4]), _referents(rows, *match.groups()[5:])
         relation = match.group(5)

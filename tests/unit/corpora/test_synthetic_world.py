@@ -1,0 +1,227 @@
+"""The built-in world's mechanisms: vague pivot captions settled by the image, paraphrase, register, noise.
+
+German words and stems are written out here again, independently of the grammar modules' tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from corpora.io import read_lines
+from corpora.languages import Languages
+from corpora.synthetic import SyntheticConfig, generate
+from corpora.synthetic.config import NoiseConfig, SplitCounts
+from corpora.synthetic.dependence import image_dependent_words
+from corpora.synthetic.describe import vague_readings
+from corpora.synthetic.grammars import GRAMMARS
+from corpora.synthetic.grammars.common import Wording, words
+from corpora.synthetic.meaning import Exists, Mention, Related
+from corpora.synthetic.noise import typo
+from corpora.synthetic.scenes import Scene, SceneObject, sample_scene
+from corpora.synthetic.streams import stream
+
+LANGUAGES = Languages("en", ("de",))
+WORLD = SyntheticConfig(image_size=96, splits=SplitCounts(150, 10, 60), parallel_pairs=SplitCounts(400, 10, 10))
+GERMAN_COLOURS = {"rot": "red", "grün": "green", "blau": "blue", "gelb": "yellow", "orangefarben": "orange",
+                  "violett": "purple", "schwarz": "black", "weiß": "white"}  # fmt: skip
+GERMAN_SHAPES = {"Kreis": "circle", "Quadrat": "square", "Dreieck": "triangle", "Stern": "star", "Raute": "diamond",
+                 "Sechseck": "hexagon", "Kreuz": "cross", "Ellipse": "ellipse", "Oval": "ellipse", "Herz": "heart",
+                 "Fünfeck": "pentagon", "Pluszeichen": "cross"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    root = tmp_path_factory.mktemp("world") / "dataset"
+    return root, generate(WORLD, root, seed=5, languages=LANGUAGES)
+
+
+def _objects(root: Path) -> dict[str, list[dict]]:
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list[dict]] = {}
+    for row in pq.read_table(root / "objects.parquet").to_pylist():
+        rows.setdefault(row["image_id"], []).append(row)
+    return rows
+
+
+def _scene(*labels: tuple[str, str, str]) -> Scene:
+    objects = [
+        SceneObject(
+            shape, colour, size, (25.0 + 60 * i, 25.0), (15.0, 15.0), (10.0 + 60 * i, 10.0, 40.0 + 60 * i, 40.0)
+        )
+        for i, (shape, colour, size) in enumerate(labels)
+    ]
+    return Scene(224, tuple(objects))
+
+
+# ---------------------------------------------------------------- vague pivot, exact target
+
+
+def test_a_vague_reading_is_allowed_only_where_the_image_settles_it() -> None:
+    alone = _scene(("circle", "blue", "big"), ("star", "red", "small"))
+    assert vague_readings(alone, Mention("circle", "blue")) == ["colour", "shape"]
+    two_dark_circles = _scene(("circle", "blue", "big"), ("circle", "black", "small"))
+    assert vague_readings(two_dark_circles, Mention("circle", "blue")) == ["shape"]  # "a dark circle" fits both
+    two_blue = _scene(("circle", "blue", "big"), ("star", "blue", "small"))
+    assert vague_readings(two_blue, Mention("circle", "blue")) == ["colour"]  # "a blue shape" fits both
+    assert vague_readings(two_blue, Mention("circle", "blue", "big")) == ["colour", "shape"]  # size tells them apart
+    assert vague_readings(alone, Mention("star", "red")) == ["shape"]  # red has no cover term
+
+
+def test_the_pivot_says_the_cover_term_and_the_target_the_exact_words() -> None:
+    blue = Exists((Mention("circle", "blue", vague="colour"),))
+    red = Exists((Mention("circle", "red", vague="shape"),))
+    vague = Wording(underspecify=True)
+    assert GRAMMARS["en"].realise(blue, vague) == "There is a dark circle."
+    assert GRAMMARS["en"].realise(red, vague) == "There is a red shape."
+    assert GRAMMARS["en"].realise(blue) == "There is a blue circle."  # the pivot's words when it is not vague
+    assert GRAMMARS["de"].realise(blue, vague) == "Es gibt einen dunklen Kreis."
+    assert GRAMMARS["de"].realise(red) == "Es gibt einen roten Kreis."
+    assert image_dependent_words(GRAMMARS["de"], blue, Wording()) == ["blauen"]
+    # the shape decides the noun and, through its gender, the article and the ending ("eine rote Raute")
+    assert image_dependent_words(GRAMMARS["de"], red, Wording()) == ["einen", "roten", "Kreis"]
+    assert image_dependent_words(GRAMMARS["de"], red, vague) == []
+    related = Related(Mention("star", "white", vague="colour"), "next_to", Mention("circle", "red"))
+    assert image_dependent_words(GRAMMARS["de"], related, Wording()) == ["weißer"]
+
+
+def test_image_dependent_words_are_recorded_exactly_where_the_pivot_is_vague(world) -> None:
+    root, summary = world
+    cover = re.compile(r"\b(dark|light|shapes?|figures?)\b")
+    marked = 0
+    for split in ("train", "val", "test"):
+        english = read_lines(root / "task1" / "raw" / f"{split}.en.gz")
+        german = read_lines(root / "task1" / "raw" / f"{split}.de.gz")
+        dependent = gzip.open(root / "task1" / "image_dependent" / f"{split}.de.gz", "rt").read().split("\n")[:-1]
+        assert len(dependent) == len(german)
+        assert not any(gzip.open(root / "task1" / "image_dependent" / f"{split}.en.gz", "rt").read().strip())
+        for en, de, words_ in zip(english, german, dependent, strict=True):
+            assert bool(cover.search(en)) == bool(words_), (en, de, words_)
+            assert all(word in de.rstrip(".").replace(",", "").split() for word in words_.split()), (de, words_)
+            marked += bool(words_)
+    assert marked == summary.vague_translations
+    assert 0.25 * 220 <= marked <= 0.5 * 220  # underspecified 0.5 of the captions that offer a vague reading
+
+
+def test_contrastive_translations_are_each_true_of_their_own_image(world) -> None:
+    root, summary = world
+    objects = _objects(root)
+    items = [json.loads(line) for line in read_lines(root / "task1" / "contrastive" / "test.en-de.jsonl")]
+    assert len(items) == summary.contrastive_items["en-de"] >= 20
+    for item in items:
+        assert item["translations"][0] != item["translations"][1] and item["image_ids"][0] != item["image_ids"][1]
+        assert re.search(r"\b(dark|light|shape)\b", item["source"]), item
+        for image_id, translation in zip(item["image_ids"], item["translations"], strict=True):
+            *_, adjective, noun = translation.rstrip(".").split()
+            colour = next(c for stem, c in GERMAN_COLOURS.items() if adjective.startswith(stem))
+            rows = objects[image_id]
+            assert any(r["shape"] == GERMAN_SHAPES[noun] and r["colour"] == colour for r in rows), (item, rows)
+
+
+# ---------------------------------------------------------------- paraphrase and register
+
+
+def test_wording_takes_the_same_choices_again_and_the_first_choice_without_a_seed() -> None:
+    slot = words("big", ("large", 1.0))
+    wording = Wording(11)
+    first = [wording.choose(slot) for _ in range(50)]
+    again = wording.again()
+    assert [again.choose(slot) for _ in range(50)] == first and set(first) == {"big", "large"}
+    assert {Wording().choose(slot) for _ in range(10)} == {"big"}
+    assert {Wording(3, paraphrase=0.0).choose(slot) for _ in range(10)} == {"big"}
+    assert {Wording(3, register="parallel").choose(words("red", ("scarlet", 0.0, 5.0))) for _ in range(3)} == {
+        "scarlet"
+    }
+
+
+def test_synonym_frequencies_follow_their_weights(world) -> None:
+    root, _ = world
+    texts = [line for n in range(1, 6) for line in read_lines(root / "task2" / "raw" / f"train.{n}.en.gz")]
+    big, large = (sum(len(re.findall(rf"\b{w}\b", t)) for t in texts) for w in ("big", "large"))
+    assert big + large > 200
+    assert large / (big + large) == pytest.approx(0.35 / 1.35, abs=0.06)
+
+
+def test_without_paraphrase_every_meaning_has_one_wording(tmp_path: Path) -> None:
+    config = dataclasses.replace(WORLD, paraphrase=0.0, splits=SplitCounts(40, 0, 0))
+    generate(config, tmp_path / "plain", seed=5, languages=LANGUAGES)
+    texts = [
+        line for n in range(1, 6) for line in read_lines(tmp_path / "plain" / "task2" / "raw" / f"train.{n}.en.gz")
+    ]
+    assert not any(re.search(r"\b(large|little|oval|beside|image|drawing|figure)\b", t) for t in texts)
+
+
+def test_two_wordings_of_one_meaning_usually_differ() -> None:
+    rng = stream(1, "wordings")
+    from corpora.synthetic.describe import caption_meaning
+
+    differ = 0
+    for _ in range(300):
+        meaning = caption_meaning(rng, sample_scene(rng, image_size=224, min_objects=1, max_objects=4))
+        a, b = (GRAMMARS["en"].realise(meaning, Wording(rng.randrange(2**53))) for _ in range(2))
+        differ += a != b
+    assert differ / 300 >= 0.3  # a back-translation can change the wording of its source
+
+
+def test_the_parallel_corpus_has_words_that_captions_never_use(world) -> None:
+    root, _ = world
+    parallel = " ".join(read_lines(root / "parallel" / "en-de" / "train.en.gz"))
+    captions = " ".join(line for n in range(1, 6) for line in read_lines(root / "task2" / "raw" / f"train.{n}.en.gz"))
+    captions += " ".join(read_lines(root / "task1" / "raw" / "train.en.gz"))
+    register_words = ("rhombus", "beneath", "depicts", "scarlet", "upper part")
+    assert all(word not in captions for word in register_words)
+    assert sum(word in parallel for word in register_words) >= 4
+
+
+# ---------------------------------------------------------------- annotator noise and look-alikes
+
+
+def test_noise_changes_the_configured_share_of_comparable_captions_and_nothing_else(tmp_path: Path) -> None:
+    clean = dataclasses.replace(WORLD, noise=NoiseConfig(0.0, 0.0, 0.0), parallel_pairs=SplitCounts(0, 0, 0))
+    noisy = dataclasses.replace(clean, noise=NoiseConfig(0.1, 0.05, 0.1))
+    generate(clean, tmp_path / "clean", seed=5, languages=LANGUAGES)
+    summary = generate(noisy, tmp_path / "noisy", seed=5, languages=LANGUAGES)
+    for lang in LANGUAGES.all:
+        for split in ("train", "test"):
+            name = Path("task1") / "raw" / f"{split}.{lang}.gz"
+            assert read_lines(tmp_path / "clean" / name) == read_lines(tmp_path / "noisy" / name)
+    changed = total = 0
+    for lang in LANGUAGES.all:
+        for n in range(1, 6):
+            for split in ("train", "val", "test"):
+                name = Path("task2") / "raw" / f"{split}.{n}.{lang}.gz"
+                pairs = list(zip(read_lines(tmp_path / "clean" / name), read_lines(tmp_path / "noisy" / name)))
+                changed += sum(a != b for a, b in pairs)
+                total += len(pairs)
+    assert changed == sum(summary.noisy_captions.values())
+    assert summary.noisy_captions["wrong_colour"] / total == pytest.approx(
+        0.1, abs=0.025
+    )  # most mentions have a colour
+    assert summary.noisy_captions["typo"] / total == pytest.approx(0.1, abs=0.025)
+    assert 0 < summary.noisy_captions["missed_object"] / total <= 0.05  # only lists and counts can miss one
+
+
+def test_a_typo_swaps_two_neighbouring_letters_of_one_long_word() -> None:
+    rng = random.Random(2)
+    text = "The picture shows a red circle."
+    mistyped = typo(rng, text)
+    assert mistyped is not None and mistyped != text and sorted(mistyped) == sorted(text)
+    changed = [(a, b) for a, b in zip(text.split(), mistyped.split(), strict=True) if a != b]
+    assert len(changed) == 1 and len(changed[0][0]) >= 5
+    assert typo(rng, "A red box.") is None
+
+
+def test_look_alikes_share_the_shape_or_the_colour_of_an_earlier_object() -> None:
+    rng = stream(2, "look-alike")
+    for _ in range(100):
+        scene = sample_scene(rng, image_size=224, min_objects=2, max_objects=6, look_alike=1.0)
+        for index, obj in enumerate(scene.objects[1:], start=1):
+            earlier = scene.objects[:index]
+            assert any(obj.shape == o.shape or obj.colour == o.colour for o in earlier), scene
