@@ -113,4 +113,27 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
     if problems:
         raise InputError(f"{path}: the checkpoint does not fit this model's config:\n  " + "\n  ".join(problems))
     model.load_state_dict({**own, **given})
+    match_visual_scale(model)
     return skipped
+
+
+@torch.no_grad()
+def match_visual_scale(model: RegionalMMT) -> float:
+    """Scale the fresh visual projection so a projected region is as long as a pre-trained word embedding.
+
+    Regions are L2-normalised, and PyTorch's default init maps a unit vector to a token of length ~0.5,
+    while pre-trained source embeddings are ~20x longer: the visual token would start as a whisper the
+    pre-trained encoder learnt to ignore, and a short fine-tuning never makes the threads differ. For a
+    unit vector x with random direction E|Wx|^2 = |W|_F^2 / D, so W is scaled to make sqrt of that equal the
+    mean embedding norm; the bias starts at 0.
+
+    Returns:
+        The scale applied to the weight.
+    """
+    weight, bias = model.region_proj.weight, model.region_proj.bias
+    embedding_norm = model.src_embedding.weight.norm(dim=1).mean()
+    projected_norm = weight.norm() / weight.size(1) ** 0.5
+    scale = float(embedding_norm / projected_norm)
+    weight.mul_(scale)
+    bias.zero_()
+    return scale
