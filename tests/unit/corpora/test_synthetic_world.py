@@ -51,6 +51,11 @@ def _objects(root: Path) -> dict[str, list[dict]]:
     return rows
 
 
+def _lines_with_empty(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return handle.read().split("\n")[:-1]
+
+
 def _scene(*labels: tuple[str, str, str]) -> Scene:
     objects = [
         SceneObject(
@@ -99,9 +104,9 @@ def test_image_dependent_words_are_recorded_exactly_where_the_pivot_is_vague(wor
     for split in ("train", "val", "test"):
         english = read_lines(root / "task1" / "raw" / f"{split}.en.gz")
         german = read_lines(root / "task1" / "raw" / f"{split}.de.gz")
-        dependent = gzip.open(root / "task1" / "image_dependent" / f"{split}.de.gz", "rt").read().split("\n")[:-1]
+        dependent = _lines_with_empty(root / "task1" / "image_dependent" / f"{split}.de.gz")
         assert len(dependent) == len(german)
-        assert not any(gzip.open(root / "task1" / "image_dependent" / f"{split}.en.gz", "rt").read().strip())
+        assert not any(_lines_with_empty(root / "task1" / "image_dependent" / f"{split}.en.gz"))
         for en, de, words_ in zip(english, german, dependent, strict=True):
             assert bool(cover.search(en)) == bool(words_), (en, de, words_)
             assert all(word in de.rstrip(".").replace(",", "").split() for word in words_.split()), (de, words_)
@@ -197,7 +202,9 @@ def test_noise_changes_the_configured_share_of_comparable_captions_and_nothing_e
         for n in range(1, 6):
             for split in ("train", "val", "test"):
                 name = Path("task2") / "raw" / f"{split}.{n}.{lang}.gz"
-                pairs = list(zip(read_lines(tmp_path / "clean" / name), read_lines(tmp_path / "noisy" / name)))
+                pairs = list(
+                    zip(read_lines(tmp_path / "clean" / name), read_lines(tmp_path / "noisy" / name), strict=True)
+                )
                 changed += sum(a != b for a, b in pairs)
                 total += len(pairs)
     assert changed == sum(summary.noisy_captions.values())
