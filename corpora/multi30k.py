@@ -13,6 +13,16 @@ Line i of every caption file describes the image on line i of its image list. ta
 kind="translation" captions, task2 files kind="comparable" ones. Caption files are accepted gzipped or
 plain. The tokenized files keep Moses XML escapes (``&apos;``, ``&quot;``, ``&amp;``); they are read as is.
 
+Two optional evaluation files, written by the built-in generator (real Multi30K has neither)::
+
+    task1/image_dependent/<stem>.<lang>.gz    line i: the words of task1 caption i whose form the image decides
+                                              (space-separated, empty when none); for every task1 file or none
+    task1/contrastive/<test stem>.<src>-<tgt>.jsonl
+                                              {"source", "image_ids": [a, b], "translations": [right with a,
+                                              right with b]} per line, both images of the test split
+
+They become :attr:`Corpus.image_dependent` and :attr:`Corpus.contrastive`.
+
 Row order: images by split (train, val, test) in corpus order; captions by split, then image, then the
 task1 captions in the requested language order, then the task2 captions by language and n. Selecting one
 split, language and kind therefore keeps each image's captions consecutive (the SCAN convention).
@@ -20,23 +30,36 @@ split, language and kind therefore keeps each image's captions consecutive (the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+import pyarrow as pa
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
 from corpora.io import InputError, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
-from corpora.tables import SPLITS, check_split_keys
+from corpora.tables import (
+    CONTRASTIVE_SCHEMA,
+    IMAGE_DEPENDENT_SCHEMA,
+    SPLITS,
+    check_split_keys,
+    contrastive_table,
+    image_dependent_table,
+)
 from settings.checks import check_not_empty
 
 Task = Literal["task1", "task2"]
 TASKS: tuple[Task, ...] = ("task1", "task2")
+# the tokenizer mmt.metrics.image_dependent_accuracy reads hypotheses with: a recorded word must be one of its tokens
+_TOKENIZE_13A = Tokenizer13a()
 
 
 @dataclass(frozen=True)
@@ -140,7 +163,9 @@ def read_multi30k(
     captions = HumanCaptions()
     for split in order:
         _add_split_captions(captions, split, split_files[split])
-    return Corpus(images=images, captions=captions.table(images))
+    image_dependent = _read_image_dependent(layout, splits, split_files, images)
+    contrastive = _read_contrastive(layout, splits, split_files, languages, images)
+    return Corpus(images, captions.table(images), image_dependent=image_dependent, contrastive=contrastive)
 
 
 def _check_request(languages: Sequence[str], splits: Mapping[str, Multi30kSplit], tasks: Sequence[str]) -> None:
@@ -274,3 +299,105 @@ def _add_split_captions(captions: HumanCaptions, split: str, files: _SplitFiles)
         for lang, numbered in comparable.items():
             for number, lines in enumerate(numbered, start=1):
                 captions.add_comparable(image.image_id, split, lang, number, lines[row])
+
+
+def _read_image_dependent(
+    layout: _Layout, splits: Mapping[str, Multi30kSplit], split_files: Mapping[str, _SplitFiles], images: pa.Table
+) -> pa.Table | None:
+    """The image-dependent words of every task1 caption, or None when the corpus has no such files."""
+    prefixes = {split: layout.root / "task1" / "image_dependent" / stem
+                for split, stems in splits.items() if (stem := stems.task1) is not None}  # fmt: skip
+    wanted = [(split, lang) for split, files in split_files.items() for lang in files.translation]
+    found = {(split, lang): _find(prefixes[split], lang) for split, lang in wanted}
+    if not any(found.values()):
+        return None
+    missing = [(split, lang) for (split, lang), path in found.items() if path is None]
+    if missing:
+        split, lang = missing[0]
+        raise InputError(f"{prefixes[split]}.{lang}: image-dependent word file not found, gzipped or plain (other "
+                         "task1 caption files have one: every one needs it)")  # fmt: skip
+    rows: list[tuple[str, str, str, list[str]]] = []  # split, image_id, lang, words
+    for split, lang in wanted:
+        files = split_files[split]
+        path, caption_path = found[(split, lang)], files.translation[lang]
+        assert path is not None  # missing files were reported above
+        captions = _read_captions(caption_path, files.list_path, len(files.images))
+        for image, words in zip(files.images, _read_words(path, caption_path, captions, layout.tokenized), strict=True):
+            if words:
+                rows.append((split, image.image_id, lang, words))
+    return image_dependent_table(_columns(IMAGE_DEPENDENT_SCHEMA.names, rows), images)
+
+
+def _read_words(path: Path, caption_path: Path, captions: Sequence[str], lowercase: bool) -> list[list[str]]:
+    """The words of each line of ``path``, each checked to be a token of the caption on the same line."""
+    lines = read_lines(path, allow_empty=True)
+    if len(lines) != len(captions):
+        raise InputError(f"image-dependent word file {path} has {len(lines)} lines, but its caption file "
+                         f"{caption_path} has {len(captions)} lines")  # fmt: skip
+    result = []
+    for number, (line, caption) in enumerate(zip(lines, captions, strict=True), start=1):
+        words = [word.lower() for word in line.split()] if lowercase else line.split()  # tok captions are lowercased
+        tokens = set(_TOKENIZE_13A(caption).split())
+        stray = [word for word in words if word not in tokens]
+        if stray:
+            raise InputError(f"{path}:{number}: {stray[0]!r} is not a word of the caption on the same line of "
+                             f"{caption_path} ({caption!r})")  # fmt: skip
+        result.append(words)
+    return result
+
+
+def _read_contrastive(
+    layout: _Layout,
+    splits: Mapping[str, Multi30kSplit],
+    split_files: Mapping[str, _SplitFiles],
+    languages: Sequence[str],
+    images: pa.Table,
+) -> pa.Table | None:
+    """The contrastive items of every pair of requested languages, or None when the test split has none."""
+    if "test" not in split_files or splits["test"].task1 is None or not split_files["test"].translation:
+        return None
+    prefix = layout.root / "task1" / "contrastive" / splits["test"].task1
+    test = split_files["test"]
+    test_images = {image.image_id for image in test.images}
+    rows: list[tuple[str, ...]] = []  # in the order of CONTRASTIVE_SCHEMA
+    found = False
+    for src in languages:
+        for tgt in languages:
+            path = _find(prefix, f"{src}-{tgt}.jsonl") if src != tgt else None
+            if path is None:
+                continue
+            found = True
+            for number, line in enumerate(read_lines(path), start=1):
+                item = _contrastive_item(line, f"{path}:{number}", test_images, test.list_path)
+                rows.append((src, tgt, *item))
+    return contrastive_table(_columns(CONTRASTIVE_SCHEMA.names, rows), images) if found else None
+
+
+def _contrastive_item(line: str, where: str, test_images: set[str], list_path: Path) -> tuple[str, str, str, str, str]:
+    """(source, image a, image b, translation a, translation b) of one JSON line, checked."""
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}: not valid JSON ({error})") from None
+    if not isinstance(item, dict):
+        raise InputError(f"{where}: expected a JSON object with source, image_ids and translations")
+    source = item.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise InputError(f"{where}: source must be a non-empty string, got {source!r}")
+    pairs = []
+    for key in ("image_ids", "translations"):
+        value = item.get(key)
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) and v.strip() for v in value)):
+            raise InputError(f"{where}: {key} must be a list of two non-empty strings, got {value!r}")
+        if value[0] == value[1]:
+            raise InputError(f"{where}: the two {key} are the same ({value[0]!r}): nothing to contrast")
+        pairs.append(value)
+    (image_a, image_b), (translation_a, translation_b) = pairs
+    for image_id in (image_a, image_b):
+        if image_id not in test_images:
+            raise InputError(f"{where}: image {image_id!r} is not an image of the test split (listed in {list_path})")
+    return source, image_a, image_b, translation_a, translation_b
+
+
+def _columns(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:
+    return {name: [row[index] for row in rows] for index, name in enumerate(names)}

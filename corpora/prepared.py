@@ -1,4 +1,5 @@
-"""The ``data/prepared/`` folder as one unit: images, captions and parallel tables, written atomically."""
+"""The ``data/prepared/`` folder as one unit: images, captions, parallel and the optional evaluation tables, written
+atomically."""
 
 from __future__ import annotations
 
@@ -13,14 +14,29 @@ import pyarrow.compute as pc
 from corpora import tables
 from corpora.io import InputError, atomic_dir
 
+IMAGE_DEPENDENT_FILE = "image_dependent.parquet"  # optional: Corpus.image_dependent
+CONTRASTIVE_FILE = "contrastive.parquet"  # optional: Corpus.contrastive
+
 
 @dataclass(frozen=True)
 class Corpus:
-    """Images and their captions, as produced by one adapter (or by the synthetic generator)."""
+    """Images and their captions, as produced by one adapter (or by the synthetic generator).
+
+    Attributes:
+        images: The images table.
+        captions: The captions table.
+        parallel: "<src>-<tgt>" -> the text-only parallel table.
+        image_dependent: The words of each translation caption that the image decides, where the dataset records
+            them (evaluation only; real Multi30K does not: None).
+        contrastive: Ambiguous pivot sentences with two images and the right translation with each (evaluation
+            only; None when the corpus has none).
+    """
 
     images: pa.Table
     captions: pa.Table
-    parallel: Mapping[str, pa.Table] = field(default_factory=dict)  # "<src>-<tgt>" -> parallel table
+    parallel: Mapping[str, pa.Table] = field(default_factory=dict)
+    image_dependent: pa.Table | None = None
+    contrastive: pa.Table | None = None
 
 
 def write_prepared(corpus: Corpus, out_dir: str | os.PathLike[str]) -> None:
@@ -29,9 +45,17 @@ def write_prepared(corpus: Corpus, out_dir: str | os.PathLike[str]) -> None:
     tables.validate_captions(corpus.captions, images=corpus.images, source="captions")
     for name, table in corpus.parallel.items():
         tables.validate_parallel(table, source=f"parallel {name}")
+    if corpus.image_dependent is not None:
+        tables.validate_image_dependent(corpus.image_dependent, images=corpus.images, source="image-dependent words")
+    if corpus.contrastive is not None:
+        tables.validate_contrastive(corpus.contrastive, images=corpus.images, source="contrastive items")
     with atomic_dir(out_dir) as tmp:
         tables.write_parquet(corpus.images, tmp / "images.parquet")
         tables.write_parquet(corpus.captions, tmp / "captions.parquet")
+        if corpus.image_dependent is not None:
+            tables.write_parquet(corpus.image_dependent, tmp / IMAGE_DEPENDENT_FILE)
+        if corpus.contrastive is not None:
+            tables.write_parquet(corpus.contrastive, tmp / CONTRASTIVE_FILE)
         if corpus.parallel:
             (tmp / "parallel").mkdir()
         for name, table in sorted(corpus.parallel.items()):
@@ -46,7 +70,12 @@ def read_prepared(prepared_dir: str | os.PathLike[str]) -> Corpus:
     images = tables.read_images(root / "images.parquet")
     captions = tables.read_captions(root / "captions.parquet", images=images)
     parallel = {path.stem: tables.read_parallel(path) for path in sorted((root / "parallel").glob("*.parquet"))}
-    return Corpus(images=images, captions=captions, parallel=parallel)
+    image_dependent = contrastive = None
+    if (root / IMAGE_DEPENDENT_FILE).is_file():
+        image_dependent = tables.read_image_dependent(root / IMAGE_DEPENDENT_FILE, images=images)
+    if (root / CONTRASTIVE_FILE).is_file():
+        contrastive = tables.read_contrastive(root / CONTRASTIVE_FILE, images=images)
+    return Corpus(images, captions, parallel, image_dependent, contrastive)
 
 
 def write_parallel_tables(parallel: Mapping[str, pa.Table], out_dir: str | os.PathLike[str]) -> None:

@@ -4,6 +4,10 @@ Every adapter, the synthetic generator and every later stage exchange data only 
 - ``images.parquet``: one row per image (id, split, path relative to the image root, size, dataset).
 - ``captions.parquet``: one row per caption, human or synthesized, with its provenance.
 - ``parallel/<src>-<tgt>.parquet``: text-only sentence pairs for MT pre-training.
+- ``image_dependent.parquet`` (optional, evaluation only): per translation caption, the words whose form the image
+  decides (the pivot caption leaves them open), for captions with at least one.
+- ``contrastive.parquet`` (optional, evaluation only): an ambiguous pivot sentence, two images, and the right
+  translation with each.
 
 Row order is kept as written: for COCO the Karpathy test order defines the five 1K folds.
 """
@@ -72,6 +76,28 @@ PARALLEL_SCHEMA = pa.schema(
 )
 
 
+IMAGE_DEPENDENT_SCHEMA = pa.schema(
+    [
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("image_id", pa.string(), nullable=False),
+        pa.field("lang", pa.string(), nullable=False),
+        pa.field("words", pa.list_(pa.string()), nullable=False),  # in caption order, repeats kept
+    ]
+)
+
+CONTRASTIVE_SCHEMA = pa.schema(
+    [
+        pa.field("src_lang", pa.string(), nullable=False),
+        pa.field("tgt_lang", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("image_a", pa.string(), nullable=False),
+        pa.field("image_b", pa.string(), nullable=False),
+        pa.field("translation_a", pa.string(), nullable=False),  # right with image_a
+        pa.field("translation_b", pa.string(), nullable=False),  # right with image_b
+    ]
+)
+
+
 def images_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     """Build an images table from columns (``width``/``height`` may be None) and validate it."""
     table = _from_columns(columns, IMAGES_SCHEMA, "images table")
@@ -90,6 +116,20 @@ def parallel_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     """Build a parallel-text table from ``split``, ``src``, ``tgt`` columns and validate it."""
     table = _from_columns(columns, PARALLEL_SCHEMA, "parallel table")
     validate_parallel(table, source="parallel table")
+    return table
+
+
+def image_dependent_table(columns: Mapping[str, Sequence[Any]], images: pa.Table | None = None) -> pa.Table:
+    """Build an image-dependent words table from columns and validate it (against ``images`` when given)."""
+    table = _from_columns(columns, IMAGE_DEPENDENT_SCHEMA, "image-dependent words table")
+    validate_image_dependent(table, images=images, source="image-dependent words table")
+    return table
+
+
+def contrastive_table(columns: Mapping[str, Sequence[Any]], images: pa.Table | None = None) -> pa.Table:
+    """Build a contrastive-items table from columns and validate it (against ``images`` when given)."""
+    table = _from_columns(columns, CONTRASTIVE_SCHEMA, "contrastive table")
+    validate_contrastive(table, images=images, source="contrastive table")
     return table
 
 
@@ -227,6 +267,52 @@ def validate_parallel(table: pa.Table, *, source: str) -> None:
     _check_nonempty_text(table, "tgt", source)
 
 
+def validate_image_dependent(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
+    """Check schema, vocabularies, one row per (image, language), at least one non-empty word per row and (with
+    ``images``) that every image exists in that split."""
+    _check_schema(table, IMAGE_DEPENDENT_SCHEMA, source)
+    _check_allowed(table, "split", SPLITS, source)
+    _check_allowed(table, "lang", ISO_639_1, source)
+    keys = pc.binary_join_element_wise(table.column("image_id"), table.column("lang"), "|")
+    _check_unique(table.append_column("image_id|lang", keys), "image_id|lang", source)
+    words = table.column("words").combine_chunks()  # list_parent_indices counts rows per chunk otherwise
+    no_words = pc.equal(pc.list_value_length(words), 0)
+    if pc.any(no_words).as_py():
+        raise InputError(
+            f"{source}: row {_first_row(no_words)}: words is empty (rows are only for captions with words)"
+        )
+    rows = pc.list_parent_indices(words)
+    flat = pc.list_flatten(words)
+    bad = pc.fill_null(pc.match_substring_regex(flat, r"^$|\s"), True)  # empty, null, or more than one word
+    if pc.any(bad).as_py():
+        row = rows[_first_row(bad)].as_py()
+        raise InputError(f"{source}: row {row}: words {words[row].as_py()!r} holds an empty word or one with a space")
+    if images is not None:
+        _check_image_references(table, images, source)
+
+
+def validate_contrastive(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
+    """Check schema, languages, non-empty sentences, two different images and translations per item and (with
+    ``images``) that both images exist."""
+    _check_schema(table, CONTRASTIVE_SCHEMA, source)
+    for column in ("src_lang", "tgt_lang"):
+        _check_allowed(table, column, ISO_639_1, source)
+    for column in ("source", "image_a", "image_b", "translation_a", "translation_b"):
+        _check_nonempty_text(table, column, source)
+    for first, second in (("image_a", "image_b"), ("translation_a", "translation_b")):
+        same = pc.equal(table.column(first), table.column(second))
+        if pc.any(same).as_py():
+            raise InputError(
+                f"{source}: row {_first_row(same)}: {first} and {second} are the same (nothing to contrast)"
+            )
+    if images is not None:
+        for column in ("image_a", "image_b"):
+            unknown = pc.invert(pc.is_in(table.column(column), value_set=images.column("image_id")))
+            if pc.any(unknown).as_py():
+                row = _first_row(unknown)
+                raise InputError(f"{source}: row {row}: {column} {table.column(column)[row].as_py()!r} is not an image")
+
+
 def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write a table atomically (temp file + rename); the caller validates first."""
     with atomic_path(path) as tmp:
@@ -273,4 +359,16 @@ def read_captions(path: str | os.PathLike[str], *, images: pa.Table | None = Non
 def read_parallel(path: str | os.PathLike[str]) -> pa.Table:
     table = _read(path)
     validate_parallel(table, source=str(path))
+    return table
+
+
+def read_image_dependent(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
+    table = _read(path)
+    validate_image_dependent(table, images=images, source=str(path))
+    return table
+
+
+def read_contrastive(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
+    table = _read(path)
+    validate_contrastive(table, images=images, source=str(path))
     return table

@@ -1,8 +1,9 @@
 """Stage `report`: paper-style tables of every retrieval run (results.md) and a page with plots and samples.
 
 Rows are model x variant x role, columns R@K per direction and language (and translate-search), from the
-metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote; `index.html` adds an rsum chart and
-synthesized captions next to the target corpus's images.
+metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote, then the translation systems' test scores
+(`train_mmt`'s metrics), caption diversity and round trips; `index.html` adds an rsum chart and synthesized captions
+next to the target corpus's images.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ SAMPLES = 6  # images with their synthesized captions on the page
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
     metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str],
-    diversity: str, round_trips: str,
+    diversity: str, round_trips: str, translation: str,
 ) -> str:  # fmt: skip
-    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels, diversity, round_trips)
+    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels, diversity, round_trips,
+                            translation)  # fmt: skip
     print(markdown)
     return markdown
 
@@ -36,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--corpus", required=True, help="the target corpus (corpus_roles.target): its images")
     parser.add_argument("--diversity", required=True, help="augment's metrics file (token types, bigrams)")
     parser.add_argument("--round_trips", required=True, help="synthesize's metrics folder (<paths.metrics>/synthesis)")
+    parser.add_argument("--translation", required=True, help="train_mmt's metrics folder (<paths.metrics>/mmt)")
 
     def body(args: argparse.Namespace, params: Params) -> None:
         images = params.corpus(args.corpus).images
@@ -43,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         with tags(*run_tags("report")):
             report(args.metrics, args.augmented, args.prepared, images, args.out, labels, args.diversity,
-                   args.round_trips)  # fmt: skip
+                   args.round_trips, args.translation)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -5,7 +5,8 @@ multimodal fine-tuning with region features on the translation captions of the c
 `corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.pt`);
 the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.pt`);
 BLEU/chrF of both on the test captions (the translations kept in each system folder), the MMT's image
-awareness, and a paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`). `mmt.systems: [mt]` trains
+awareness, where the corpus records them the image-dependent words' accuracy and the contrastive accuracy, and a
+paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`). `mmt.systems: [mt]` trains
 the text-only system alone and needs no FeatureStore: the route for a corpus without images (run the flow
 without `--store`).
 """
@@ -62,7 +63,8 @@ def train_mmt(
             folder = folders[system]
             metrics_path = f"{metrics}/{folder.name}.json"
             evaluations[system] = test_translation_system(str(folder), test, store=store, tgt=tgt, beam=config.beam,
-                                                          runtime=runtime, metrics_path=metrics_path)  # fmt: skip
+                                                          runtime=runtime, metrics_path=metrics_path,
+                                                          contrastive=data.contrastive)  # fmt: skip
             scores = evaluations[system].metrics
             rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
         if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?

@@ -168,6 +168,41 @@ class MarianTranslator:
                 outputs[index] = text
         return outputs
 
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        batch_size: int = 32,
+    ) -> list[float]:
+        """Teacher-forced log-probability of each target, ``</s>`` included, in input order. ``image_ids`` are
+        ignored: the model reads text only."""
+        if len(targets) != len(sources):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets (expected one each)")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        order = sorted(range(len(sources)), key=lambda index: len(sources[index]))
+        scores = [0.0] * len(sources)
+        for start in range(0, len(order), batch_size):
+            indices = order[start : start + batch_size]
+            totals = self._score_batch([sources[i] for i in indices], [targets[i] for i in indices])
+            for index, total in zip(indices, totals, strict=True):
+                scores[index] = total
+        return scores
+
+    def _score_batch(self, sources: list[str], targets: list[str]) -> list[float]:
+        limit = self.model.config.max_position_embeddings
+        inputs = self.tokenizer(sources, text_target=targets, return_tensors="pt", padding=True, truncation=True,
+                                max_length=limit).to(self.device)  # fmt: skip
+        labels = inputs.pop("labels")  # (B, M) target ids, </s> last, pad after
+        pad_id = self.model.config.pad_token_id
+        decoder_input_ids = shift_tokens_right(labels, pad_id, self.model.config.decoder_start_token_id)
+        with torch.inference_mode():
+            logits = self.model(**inputs, decoder_input_ids=decoder_input_ids).logits  # (B, M, V)
+        picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)  # (B, M)
+        return [float(total) for total in picked.masked_fill(labels == pad_id, 0.0).sum(dim=1)]
+
     def _translate_batch(self, sentences: list[str], beam: int, max_new_tokens: int) -> list[str]:
         limit = self.model.config.max_position_embeddings
         inputs = self.tokenizer(sentences, return_tensors="pt", padding=True, truncation=True, max_length=limit)

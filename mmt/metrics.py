@@ -13,6 +13,11 @@ sacreBLEU's paired bootstrap resampling on the ``bleu`` convention.
 
 METEOR 1.5, the primary metric of the WMT multimodal tasks, is not computed; ``meteor`` is ``None``
 and ``meteor_note`` says why.
+
+Two measures of whether a system uses the image, where the corpus records what the image decides (the built-in
+dataset does; real Multi30K does not): :func:`image_dependent_scores` (did the translation get the words whose form
+only the image tells, and BLEU/chrF on the sentences that have such words) and :func:`contrastive_accuracy` (does
+the system find the right one of two translations more probable, given the image that makes it right).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, Result
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 METEOR_NOTE = (
@@ -43,6 +50,7 @@ _MOSES_ESCAPES = {
     "&#93;": "]",
 }
 _ESCAPE_PATTERN = re.compile("|".join(re.escape(escape) for escape in _MOSES_ESCAPES))
+_TOKENIZE_13A = Tokenizer13a()
 
 
 def translation_scores(hypotheses: Sequence[str], references: Sequence[str], tgt_lang: str) -> dict[str, object]:
@@ -100,6 +108,98 @@ def paired_bootstrap(
     return {"baseline": float(base.score), "system": float(result.score), "delta": float(result.score - base.score),
             "p_value": float(result.p_value), "mean": float(result.mean), "ci": float(result.ci), "samples": samples,
             "signature": str(signature)}  # fmt: skip
+
+
+def image_dependent_accuracy(
+    hypotheses: Sequence[str], words_per_sentence: Sequence[Sequence[str]]
+) -> tuple[float, int]:
+    """Share of the recorded image-dependent words that occur in their hypothesis.
+
+    A word is found when it is one of the hypothesis's tokens under sacreBLEU's 13a tokeniser, compared
+    case-sensitively. A word recorded twice for one sentence counts twice, and both count as found when the
+    hypothesis holds it once (occurrences in the hypothesis are not clipped).
+
+    Args:
+        hypotheses: System outputs, detokenised.
+        words_per_sentence: The image-dependent words of each sentence's reference (empty for none), aligned.
+
+    Returns:
+        (accuracy in 0..1, number of recorded words).
+
+    Raises:
+        ValueError: the two lists differ in length, or record no word at all.
+    """
+    if len(hypotheses) != len(words_per_sentence):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(words_per_sentence)} word lists (expected one each)")
+    total = sum(len(words) for words in words_per_sentence)
+    if total == 0:
+        raise ValueError("no image-dependent words to score")
+    found = 0
+    for hypothesis, words in zip(hypotheses, words_per_sentence, strict=True):
+        tokens = set(_TOKENIZE_13A(hypothesis).split())
+        found += sum(word in tokens for word in words)
+    return found / total, total
+
+
+def image_dependent_scores(
+    hypotheses: Sequence[str], references: Sequence[str], words_per_sentence: Sequence[Sequence[str]], tgt_lang: str
+) -> dict[str, object]:
+    """Word accuracy (:func:`image_dependent_accuracy`), BLEU and chrF of the sentences with image-dependent words.
+
+    Returns:
+        ``{"sentences", "words", "word_accuracy", "bleu", "chrf"}``: how many sentences have at least one word, how
+        many words they hold, the share found (0..1), and BLEU (lowercased, tokenised) and chrF (0..100) on those
+        sentences alone.
+
+    Raises:
+        ValueError: the lists differ in length, or no sentence has a word.
+    """
+    _check_counts(hypotheses, references)
+    if len(words_per_sentence) != len(references):
+        raise ValueError(f"{len(words_per_sentence)} word lists but {len(references)} references (expected one each)")
+    chosen = [index for index, words in enumerate(words_per_sentence) if words]
+    hyps, refs = [hypotheses[i] for i in chosen], [references[i] for i in chosen]
+    accuracy, words = image_dependent_accuracy(hyps, [words_per_sentence[i] for i in chosen])
+    scores = translation_scores(hyps, refs, tgt_lang)
+    return {"sentences": len(chosen), "words": words, "word_accuracy": accuracy, "bleu": scores["bleu"],
+            "chrf": scores["chrf"]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ContrastiveScores:
+    """Log-probabilities of one contrastive item's two translations, each given the source and each of the two images.
+
+    Attributes:
+        a_with_a: translation a given image a (the right translation for image a).
+        b_with_a: translation b given image a.
+        b_with_b: translation b given image b (the right translation for image b).
+        a_with_b: translation a given image b.
+    """
+
+    a_with_a: float
+    b_with_a: float
+    b_with_b: float
+    a_with_b: float
+
+
+def contrastive_accuracy(scores: Sequence[ContrastiveScores]) -> float:
+    """Share of trials won: two per item, one per image, won when the right translation for that image scores strictly
+    higher than the other one; a tie counts half.
+
+    A text-only system gives each translation the same score under both images, so of every item it wins exactly one
+    trial, or ties both: it gets exactly 0.5. Above 0.5, the image moves the system towards the right translation.
+
+    Raises:
+        ValueError: no items.
+    """
+    if not scores:
+        raise ValueError("no contrastive items to score")
+    won = sum(_trial(item.a_with_a, item.b_with_a) + _trial(item.b_with_b, item.a_with_b) for item in scores)
+    return won / (2 * len(scores))
+
+
+def _trial(right: float, wrong: float) -> float:
+    return 1.0 if right > wrong else 0.5 if right == wrong else 0.0
 
 
 def _tokenized_bleu() -> BLEU:

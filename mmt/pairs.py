@@ -24,17 +24,39 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Pairs:
-    """Aligned sentences of one split (with the image of each pair for caption data)."""
+    """Aligned sentences of one split (with the image of each pair for caption data).
+
+    Attributes:
+        src: Source sentences.
+        tgt: Target sentences.
+        image_ids: The image of each pair (caption data), else None.
+        tgt_words: The words of each target that its image decides (empty for none), where the corpus records them
+            (:attr:`Corpus.image_dependent`); None where it does not.
+    """
 
     src: list[str]
     tgt: list[str]
     image_ids: list[str] | None = None
+    tgt_words: list[list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class ContrastiveItem:
+    """An ambiguous source sentence, two images, and the right translation with each (a row of
+    :attr:`Corpus.contrastive`)."""
+
+    source: str
+    image_a: str
+    image_b: str
+    translation_a: str
+    translation_b: str
 
 
 @dataclass(frozen=True)
 class DirectionData:
     corpus: dict[str, Pairs]  # split -> text-only parallel corpus (pre-training)
     captions: dict[str, Pairs]  # split -> translation captions of the same images (fine-tuning, test)
+    contrastive: list[ContrastiveItem] | None = None  # the direction's items; None: the corpus has none at all
 
 
 def direction_data(corpus: Corpus, *, pivot: str, target: str, src: str, tgt: str) -> DirectionData:
@@ -52,12 +74,14 @@ def direction_data(corpus: Corpus, *, pivot: str, target: str, src: str, tgt: st
         split: Pairs(*(table.filter(pc.equal(table.column("split"), split)).column(c).to_pylist() for c in columns))
         for split in SPLITS
     }
-    captions = {split: caption_pairs(corpus.captions, src, tgt, split) for split in SPLITS}
-    return DirectionData(text, captions)
+    captions = {split: caption_pairs(corpus.captions, src, tgt, split, corpus.image_dependent) for split in SPLITS}
+    contrastive = None if corpus.contrastive is None else contrastive_items(corpus.contrastive, src, tgt)
+    return DirectionData(text, captions, contrastive)
 
 
-def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str) -> Pairs:
-    """Translation captions (Multi30K task1 style) of ``split`` in both languages, joined on the image."""
+def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str, image_dependent: pa.Table | None = None) -> Pairs:
+    """Translation captions (Multi30K task1 style) of ``split`` in both languages, joined on the image, with the
+    image-dependent words of each target caption when ``image_dependent`` (:attr:`Corpus.image_dependent`) is given."""
     kind = captions.filter(
         pc.and_(pc.equal(captions.column("kind"), "translation"), pc.equal(captions.column("split"), split))
     )
@@ -66,7 +90,21 @@ def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str) -> Pairs:
         rows = kind.filter(pc.equal(kind.column("lang"), lang))
         by_lang[lang] = dict(zip(rows.column("image_id").to_pylist(), rows.column("text").to_pylist(), strict=True))
     images = [image_id for image_id in by_lang[src] if image_id in by_lang[tgt]]
-    return Pairs([by_lang[src][i] for i in images], [by_lang[tgt][i] for i in images], images)
+    words = None
+    if image_dependent is not None:
+        rows = image_dependent.filter(
+            pc.and_(pc.equal(image_dependent.column("split"), split), pc.equal(image_dependent.column("lang"), tgt))
+        )
+        recorded = dict(zip(rows.column("image_id").to_pylist(), rows.column("words").to_pylist(), strict=True))
+        words = [recorded.get(image_id, []) for image_id in images]
+    return Pairs([by_lang[src][i] for i in images], [by_lang[tgt][i] for i in images], images, words)
+
+
+def contrastive_items(table: pa.Table, src: str, tgt: str) -> list[ContrastiveItem]:
+    """The items of :attr:`Corpus.contrastive` that translate ``src`` into ``tgt``, in table order."""
+    rows = table.filter(pc.and_(pc.equal(table.column("src_lang"), src), pc.equal(table.column("tgt_lang"), tgt)))
+    return [ContrastiveItem(row["source"], row["image_a"], row["image_b"], row["translation_a"], row["translation_b"])
+            for row in rows.to_pylist()]  # fmt: skip
 
 
 def examples(text: TextPipeline, pairs: Pairs, store: FeatureStore | None) -> list[Example]:

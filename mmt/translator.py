@@ -1,7 +1,9 @@
-"""A trained RegionalMMT with its text pipeline: sentences (and their images' regions) in, sentences out."""
+"""A trained RegionalMMT with its text pipeline: sentences (and their images' regions) in, sentences out; or
+sentence pairs in, their log-probabilities out."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -13,10 +15,12 @@ from corpora.io import InputError
 from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import load_mmt
-from mmt.model import RegionalMMT, source_batch
+from mmt.model import RegionalMMT, pad_ids, source_batch
 from mmt.text import TextPipeline
 
 AutocastFactory = Callable[[], AbstractContextManager[object]]
+
+logger = logging.getLogger(__name__)
 
 
 class MMTTranslator:
@@ -93,6 +97,44 @@ class MMTTranslator:
             for index, ids in zip(chosen, best, strict=True):
                 outputs[index] = ids
         return self.text.decode_target(outputs)
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        batch_size: int = 64,
+    ) -> list[float]:
+        """Teacher-forced log-probability of each target, EOS included; ``image_ids`` are needed with regions."""
+        if len(targets) != len(sources):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets (expected one each)")
+        if self.regions is not None and (image_ids is None or len(image_ids) != len(sources)):
+            raise InputError(f"{self.name} is multimodal: give one image id per sentence")
+        encoded, wanted = self.text.encode_source(sources), self.text.encode_target(targets)
+        if encoded.truncated or wanted.truncated:
+            logger.warning("%s: scoring %d source and %d target sentences cut to %d subwords", self.name,
+                           encoded.truncated, wanted.truncated, self.text.config.max_len)  # fmt: skip
+        shape = self.model.shape
+        order = sorted(range(len(sources)), key=lambda index: len(encoded.ids[index]))
+        scores = [0.0] * len(sources)
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
+            batch = source_batch([encoded.ids[i] for i in chosen], pad_id=shape.pad_id, device=self.device,
+                                 regions=batch_regions, region_mask=batch_mask)  # fmt: skip
+            tgt_out = pad_ids([wanted.ids[i] for i in chosen], pad_id=shape.pad_id, device=self.device)  # (B, M)
+            tgt_in = pad_ids([(shape.bos_id, *wanted.ids[i][:-1]) for i in chosen], pad_id=shape.pad_id,
+                             device=self.device)  # fmt: skip
+            with torch.inference_mode(), self.autocast():
+                logits = self.model(batch, tgt_in)  # (B, M, V)
+            # float32 at least: summing fp16 log-probabilities loses the differences contrastive scoring looks for
+            log_probs = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+            picked = log_probs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, M)
+            totals = picked.masked_fill(tgt_out == shape.pad_id, 0.0).sum(dim=1)
+            for index, total in zip(chosen, totals.tolist(), strict=True):
+                scores[index] = total
+        return scores
 
     def _regions(self, image_ids: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
         if self.regions is None or image_ids is None:

@@ -8,7 +8,8 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class Translator(Protocol):
-    """Translates detokenised sentences (and, for a multimodal system, their images) into detokenised sentences.
+    """Translates detokenised sentences (and, for a multimodal system, their images) into detokenised sentences, and
+    scores given translations.
 
     Attributes:
         name: Identifier of the system, recorded as ``system`` next to the captions it produced.
@@ -33,5 +34,27 @@ class Translator(Protocol):
             beam: Beam width (1 is greedy search).
             batch_size: Sentences per forward pass.
             max_len: Most subwords generated per sentence.
+        """
+        ...
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        batch_size: int = 32,
+    ) -> list[float]:
+        """Log-probability of each target given its source (and image): teacher-forced, the sum over the target's
+        subwords, end of sentence included, of the log-softmax of the model's output over its whole vocabulary.
+
+        Args:
+            sources: Source sentences, detokenised.
+            targets: One target sentence per source, detokenised.
+            image_ids: The image of each pair; a multimodal system needs them, a text-only one ignores them.
+            batch_size: Pairs per forward pass.
+
+        Returns:
+            One log-probability (<= 0) per pair, in input order.
         """
         ...

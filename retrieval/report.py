@@ -115,6 +115,35 @@ def diversity_markdown(
     return lines
 
 
+def translation_markdown(translation: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The translation systems' test scores: BLEU (lowercased, tokenised), chrF, the MMT's image awareness and, where
+    the corpus records them, the image-dependent words found, BLEU on the sentences that have such words, and the
+    contrastive accuracy (a text-only system scores 50). ``-`` where a value does not apply or was not recorded.
+
+    Args:
+        translation: System folder name (``mmt-en-de``) -> its ``train_mmt`` metrics.
+    """
+    if not translation:
+        return []
+    lines = ["## Translation (test captions)", "",
+             "| system | BLEU | chrF | image awareness | image-dependent words (%) | BLEU, sentences with them | "
+             "contrastive (%) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in sorted(translation):
+        metrics = translation[name]
+        words, contrastive = metrics.get("image_dependent"), metrics.get("contrastive")  # absent in older files
+        cells = [name, _cell(metrics["bleu"]), _cell(metrics["chrf"]), _cell(metrics.get("image_awareness")),
+                 _cell(100 * words["word_accuracy"] if isinstance(words, dict) else None),
+                 _cell(words["bleu"] if isinstance(words, dict) else None),
+                 _cell(100 * contrastive["accuracy"] if isinstance(contrastive, dict) else None)]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _heading(key: str) -> str:
     """``en`` -> ``en``; ``en-folds`` (the ``both`` protocol) -> ``en, mean over test folds``."""
     lang, _, folds = key.partition("-")

@@ -15,7 +15,7 @@ from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
 from mmt.metrics import paired_bootstrap
-from mmt.pairs import DirectionData, Pairs
+from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
 from mmt.text import SubwordConfig
@@ -46,16 +46,22 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                            metrics_path: str) -> systems.Evaluation:  # fmt: skip
-    """BLEU (both conventions), chrF, image awareness and the METEOR note on the test captions -> a metrics JSON
-    file; the translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
-    evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime)
+                            metrics_path: str,
+                            contrastive: list[ContrastiveItem] | None = None) -> systems.Evaluation:  # fmt: skip
+    """BLEU (both conventions), chrF, image awareness, the METEOR note, and where the corpus records them the
+    image-dependent words' scores and the contrastive accuracy on ``contrastive`` -> a metrics JSON file; the
+    translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
+    evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime,
+                                         contrastive=contrastive)  # fmt: skip
     metrics = evaluation.metrics
     write_json(metrics_path, metrics)
     write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
-    get_run_logger().info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
-                          Path(folder).name, metrics["bleu"], metrics["sacrebleu"], metrics["chrf"],
-                          metrics["image_awareness"])  # fmt: skip
+    logger = get_run_logger()
+    logger.info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
+                Path(folder).name, metrics["bleu"], metrics["sacrebleu"], metrics["chrf"],
+                metrics["image_awareness"])  # fmt: skip
+    logger.info("%s image-dependent words: %s; contrastive: %s", Path(folder).name, metrics["image_dependent"],
+                metrics["contrastive"])  # fmt: skip
     return evaluation
 
 
@@ -63,8 +69,10 @@ def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt:
 def compare_systems(
     baseline: systems.Evaluation, system: systems.Evaluation, test: Pairs, *, tgt: str, metrics_path: str
 ) -> dict[str, object]:
-    """Paired bootstrap of BLEU, ``system`` against ``baseline`` on the same test captions -> a metrics JSON file."""
-    comparison = paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt)
+    """Paired bootstrap of BLEU, ``system`` against ``baseline`` on the same test captions, with both systems'
+    image-dependent word accuracy and contrastive accuracy -> a metrics JSON file."""
+    comparison = {**paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt),
+                  **systems.compared_accuracies(baseline, system)}  # fmt: skip
     write_json(metrics_path, comparison)
     get_run_logger().info("%s: BLEU %+.2f over the baseline, p = %.4f", Path(metrics_path).stem, comparison["delta"],
                           comparison["p_value"])  # fmt: skip

@@ -30,7 +30,7 @@ from retrieval.experiment import (
     train_model,
     translate_search,
 )
-from retrieval.report import diversity_markdown, results_html, results_markdown, sample_captions
+from retrieval.report import diversity_markdown, results_html, results_markdown, sample_captions, translation_markdown
 from retrieval.roles import ResolvedRole
 from settings.runtime import Runtime
 
@@ -99,11 +99,12 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_report(
     metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int,
-    variant_labels: dict[str, str], diversity: str, round_trips: str,
+    variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
 ) -> str:  # fmt: skip
     """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``, with the
-    caption diversity of ``diversity`` (augment's metrics) and ``round_trips/<target>.json`` (synthesize's);
-    variants are shown by ``variant_labels`` (name -> label, in the order of the rows)."""
+    caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
+    translation systems' ``translation/<system>.json`` (train_mmt's); variants are shown by ``variant_labels``
+    (name -> label, in the order of the rows)."""
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
@@ -114,7 +115,10 @@ def write_report(
     changes = {
         path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(Path(round_trips).glob("*.json"))
     }
-    sections = diversity_markdown(lexical, changes, variant_labels)
+    # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
+    scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
+    systems = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in scored}
+    sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
     markdown = "\n".join([results_markdown(results, variant_labels), *sections])
     pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)
     write_text(Path(out_dir) / "results.md", markdown)

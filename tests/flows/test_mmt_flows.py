@@ -33,6 +33,12 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         assert metrics["bleu_signature"].startswith("nrefs:1|case:lc") and "tok:13a" in metrics["sacrebleu_signature"]
         hypotheses = (folder / f"test-hypotheses.{system.split('-')[2]}.txt").read_text(encoding="utf-8")
         assert len(hypotheses.splitlines()) == 3
+        words, contrastive = metrics["image_dependent"], metrics["contrastive"]
+        # the numbers where the built-in dataset records what the image decides, else the reason
+        assert isinstance(words, str) or set(words) == {"sentences", "words", "word_accuracy", "bleu", "chrf"}
+        assert isinstance(contrastive, str) or set(contrastive) == {"items", "accuracy"}
+        if isinstance(contrastive, dict) and backend != "mmt":
+            assert contrastive["accuracy"] == 0.5
         if backend == "mmt":  # translated again with other images: the difference is its image awareness
             assert metrics["image_awareness"] == pytest.approx(metrics["bleu"] - metrics["bleu_shuffled_images"])
         else:
@@ -45,6 +51,7 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         )
         assert (comparison["system"], comparison["baseline"]) == (pytest.approx(mmt["bleu"]), pytest.approx(mt["bleu"]))
         assert 0 < comparison["p_value"] <= 1 and comparison["samples"] == 1000
+        assert {"word_accuracy", "contrastive_accuracy"} <= set(comparison)
 
 
 def test_synthesized_captions_have_provenance(trained: Path) -> None:

@@ -83,8 +83,11 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
     report.main(["--params", str(tiny_dataset.params), "--metrics", str(trained / "metrics" / "retrieval"),
                  "--augmented", str(trained / "augmented"), "--prepared", str(tiny_dataset.prepared),
                  "--corpus", "synthetic", "--out", str(out), "--diversity", str(trained / "metrics" / "augment.json"),
-                 "--round_trips", str(trained / "metrics" / "synthesis")])  # fmt: skip
+                 "--round_trips", str(trained / "metrics" / "synthesis"),
+                 "--translation", str(trained / "metrics" / "mmt")])  # fmt: skip
     markdown = (out / "results.md").read_text()
+    assert "## Translation (test captions)" in markdown and "| mmt-en-de |" in markdown and "| mt-de-en |" in markdown
+    assert "mmt-vs-mt" not in markdown
     assert "## Caption diversity (train split)" in markdown and "| MMT(f+b) | en |" in markdown
     assert "## Round trips that changed their source" in markdown and "| de | mmt | 2 | 30 |" in markdown
     for name in MODELS:

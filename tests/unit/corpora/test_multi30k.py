@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,7 @@ from PIL import Image
 
 from corpora.io import InputError, write_text
 from corpora.multi30k import MULTI30K_2016, Multi30kSplit, read_multi30k
+from corpora.prepared import read_prepared, write_prepared
 
 NAMES = {"train": ["a1.jpg", "a2.jpg", "a3.jpg"], "val": ["b1.jpg"], "test": ["c1.jpg", "c2.jpg"]}
 SPLITS = {split: Multi30kSplit(task1=split, task2=split) for split in NAMES}
@@ -281,3 +283,109 @@ def test_real_first_lines(real_corpus, shared_data: Path) -> None:
             assert texts[f"1000092795#{lang}#t"] == file.readline().strip()
     assert texts["1000092795#en#t"] == "Two young, White males are outside near many bushes."
     assert texts["1000092795#de#t"] == "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche."
+
+
+# --- the optional evaluation files: image-dependent words and contrastive items ---------------------------------
+
+COLOURS = ("blauer", "roter", "grüner")
+
+
+def write_annotations(root: Path, *, names: dict[str, list[str]] = NAMES) -> None:
+    """German task1 captions whose colour the image decides (every other image), their words per line, nothing
+    for English and French; one contrastive en-de item over the two test images."""
+    for stem, stem_names in names.items():
+        colours = [COLOURS[index % 3] for index in range(len(stem_names))]
+        write_text(root / "task1" / "raw" / f"{stem}.en.gz", _lines(["A dark circle."] * len(stem_names)))
+        write_text(root / "task1" / "raw" / f"{stem}.de.gz", _lines([f"Ein {colour} Kreis." for colour in colours]))
+        words = [colour if index % 2 == 0 else "" for index, colour in enumerate(colours)]
+        write_text(root / "task1" / "image_dependent" / f"{stem}.de.gz", _lines(words))
+        for lang in ("en", "fr"):
+            write_text(root / "task1" / "image_dependent" / f"{stem}.{lang}.gz", _lines([""] * len(stem_names)))
+    item = {"source": "A dark circle.", "image_ids": ["c1", "c2"],
+            "translations": ["Ein blauer Kreis.", "Ein roter Kreis."]}  # fmt: skip
+    write_text(root / "task1" / "contrastive" / "test.en-de.jsonl", json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def test_evaluation_files_become_tables_and_survive_prepare(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    write_annotations(tmp_path)
+    corpus = read(tmp_path)
+    assert corpus.image_dependent is not None and corpus.contrastive is not None
+    write_prepared(corpus, tmp_path / "prepared")
+    back = read_prepared(tmp_path / "prepared")
+    assert back.image_dependent is not None and back.contrastive is not None
+    assert back.image_dependent.to_pylist() == [
+        {"split": "train", "image_id": "a1", "lang": "de", "words": ["blauer"]},
+        {"split": "train", "image_id": "a3", "lang": "de", "words": ["grüner"]},
+        {"split": "val", "image_id": "b1", "lang": "de", "words": ["blauer"]},
+        {"split": "test", "image_id": "c1", "lang": "de", "words": ["blauer"]},
+    ]
+    assert back.contrastive.to_pylist() == [
+        {"src_lang": "en", "tgt_lang": "de", "source": "A dark circle.", "image_a": "c1", "image_b": "c2",
+         "translation_a": "Ein blauer Kreis.", "translation_b": "Ein roter Kreis."}
+    ]  # fmt: skip
+
+
+def test_without_evaluation_files_the_tables_are_absent(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    corpus = read(tmp_path)
+    assert corpus.image_dependent is None and corpus.contrastive is None
+
+
+def test_tokenized_captions_get_lowercased_words(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    write_annotations(tmp_path)
+    for stem, stem_names in NAMES.items():
+        tok = tmp_path / "task1" / "tok" / f"{stem}.lc.norm.tok.de"
+        write_text(tok, _lines([f"ein {COLOURS[index % 3]} kreis ." for index in range(len(stem_names))]))
+    write_text(tmp_path / "task1" / "image_dependent" / "val.de.gz", "Blauer\n")
+    corpus = read(tmp_path, tokenized=True)
+    assert corpus.image_dependent is not None
+    assert corpus.image_dependent.column("words").to_pylist()[2] == ["blauer"]
+
+
+def test_image_dependent_line_count_mismatch_names_the_file(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    write_annotations(tmp_path)
+    short = tmp_path / "task1" / "image_dependent" / "train.de.gz"
+    write_text(short, "blauer\n\n")
+    with pytest.raises(InputError, match=rf"image-dependent word file {esc(short)} has 2 lines, but its caption file "):
+        read(tmp_path)
+
+
+def test_image_dependent_files_for_every_language_or_none(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    write_annotations(tmp_path)
+    (tmp_path / "task1" / "image_dependent" / "test.fr.gz").unlink()
+    with pytest.raises(InputError, match=rf"{esc(tmp_path / 'task1' / 'image_dependent' / 'test')}\.fr: image-dep"):
+        read(tmp_path)
+    assert read(tmp_path, languages=["en", "de"]).image_dependent is not None  # French is not read
+
+
+def test_image_dependent_word_must_be_in_its_caption(tmp_path: Path) -> None:
+    write_layout(tmp_path)
+    write_annotations(tmp_path)
+    shifted = tmp_path / "task1" / "image_dependent" / "train.de.gz"
+    write_text(shifted, "\nblauer\n\n")  # a line off: a2's caption says "roter"
+    with pytest.raises(InputError, match=rf"{esc(shifted)}:2: 'blauer' is not a word of the caption on the same line"):
+        read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", r":1: not valid JSON"),
+        ('["A dark circle."]', r":1: expected a JSON object"),
+        ('{"source": "", "image_ids": ["c1", "c2"], "translations": ["a", "b"]}', r":1: source must be a non-empty"),
+        ('{"source": "x", "image_ids": ["c1"], "translations": ["a", "b"]}', r":1: image_ids must be a list of two"),
+        ('{"source": "x", "image_ids": ["c1", "c2"], "translations": ["a", "a"]}', r":1: the two translations are"),
+        ('{"source": "x", "image_ids": ["c1", "a1"], "translations": ["a", "b"]}',
+         r":1: image 'a1' is not an image of the test split \(listed in .*test\.txt\)"),
+    ],
+)  # fmt: skip
+def test_bad_contrastive_item_names_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    write_layout(tmp_path)
+    path = tmp_path / "task1" / "contrastive" / "test.en-de.jsonl"
+    write_text(path, line + "\n")
+    with pytest.raises(InputError, match=esc(path) + message):
+        read(tmp_path)

@@ -136,3 +136,86 @@ def test_invalid_corpus_leaves_existing_prepared_folder_untouched(tmp_path: Path
         write_prepared(Corpus(images.slice(1), orphan), out)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["prepared"]  # no temp folders left
+
+
+def image_dependent_columns(**changes: list[Any]) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {
+        "split": ["train", "test"],
+        "image_id": ["a", "c"],
+        "lang": ["de", "de"],
+        "words": [["blauer"], ["roter", "roter"]],
+    }
+    return {**columns, **changes}
+
+
+def contrastive_columns(**changes: list[Any]) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {
+        "src_lang": ["en"],
+        "tgt_lang": ["de"],
+        "source": ["A dark circle."],
+        "image_a": ["a"],
+        "image_b": ["c"],
+        "translation_a": ["Ein blauer Kreis."],
+        "translation_b": ["Ein schwarzer Kreis."],
+    }
+    return {**columns, **changes}
+
+
+def test_optional_evaluation_tables_round_trip_and_stay_optional(tmp_path: Path) -> None:
+    images = tables.images_table(image_columns())
+    captions = tables.captions_table(caption_columns(), images=images)
+    words = tables.image_dependent_table(image_dependent_columns(), images=images)
+    items = tables.contrastive_table(contrastive_columns(), images=images)
+    write_prepared(Corpus(images, captions, image_dependent=words, contrastive=items), tmp_path / "with")
+    back = read_prepared(tmp_path / "with")
+    assert back.image_dependent is not None and back.image_dependent.equals(words)
+    assert back.contrastive is not None and back.contrastive.equals(items)
+    assert back.image_dependent.column("words").to_pylist() == [["blauer"], ["roter", "roter"]]
+    write_prepared(Corpus(images, captions), tmp_path / "without")
+    assert sorted(path.name for path in (tmp_path / "without").iterdir()) == ["captions.parquet", "images.parquet"]
+    plain = read_prepared(tmp_path / "without")
+    assert plain.image_dependent is None and plain.contrastive is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"words": [["blauer"], []]}, r"row 1: words is empty"),
+        ({"words": [["blauer"], ["roter", ""]]}, r"row 1: words \['roter', ''\] holds an empty word"),
+        ({"words": [["ein blauer"], ["roter"]]}, r"row 0: words .* one with a space"),
+        ({"image_id": ["a", "a"], "split": ["train", "train"]}, r"duplicate image_id\|lang 'a\|de'"),
+        ({"image_id": ["a", "zz"]}, r"row 1: caption points at unknown image_id 'zz'"),
+        ({"split": ["train", "val"]}, r"row 1: caption split 'val' differs from the split 'test'"),
+        ({"lang": ["de", "xx"]}, r"row 1: lang = 'xx'"),
+    ],
+)
+def test_image_dependent_validation(changes: dict[str, list[Any]], message: str) -> None:
+    images = tables.images_table(image_columns())
+    with pytest.raises(InputError, match=message):
+        tables.image_dependent_table(image_dependent_columns(**changes), images=images)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"image_b": ["a"]}, r"row 0: image_a and image_b are the same"),
+        ({"translation_b": ["Ein blauer Kreis."]}, r"row 0: translation_a and translation_b are the same"),
+        ({"image_b": ["zz"]}, r"row 0: image_b 'zz' is not an image"),
+        ({"source": [" "]}, r"row 0: source is empty"),
+        ({"tgt_lang": ["german"]}, r"row 0: tgt_lang = 'german'"),
+    ],
+)
+def test_contrastive_validation(changes: dict[str, list[Any]], message: str) -> None:
+    images = tables.images_table(image_columns())
+    with pytest.raises(InputError, match=message):
+        tables.contrastive_table(contrastive_columns(**changes), images=images)
+
+
+def test_read_prepared_checks_the_evaluation_tables_against_the_images(tmp_path: Path) -> None:
+    images = tables.images_table(image_columns())
+    captions = tables.captions_table(caption_columns(), images=images)
+    write_prepared(Corpus(images, captions), tmp_path / "prepared")
+    stray = tables.contrastive_table(contrastive_columns(image_a=["gone"]))  # fine alone, not with these images
+    tables.write_parquet(stray, tmp_path / "prepared" / "contrastive.parquet")
+    with pytest.raises(InputError, match=r"contrastive\.parquet: row 0: image_a 'gone' is not an image"):
+        read_prepared(tmp_path / "prepared")

@@ -126,6 +126,26 @@ def test_generate_gets_beam_and_max_new_tokens(
     assert calls[-1]["max_new_tokens"] == TINY.max_position_embeddings - 1
 
 
+def test_score_is_the_teacher_forced_log_probability_and_ignores_images(
+    trained: tuple[MarianTranslator, Path],
+) -> None:
+    """Each score, computed in padded batches, is minus transformers' own mean token cross-entropy of the pair alone
+    times its number of target tokens (</s> included)."""
+    translator, _ = trained
+    src, tgt = _toy_pairs()
+    sources, targets = [src[0], src[37], src[99]], [tgt[0], tgt[37], "Ein Herz."]
+    scores = translator.score(sources, targets, ["a", "b", "c"], batch_size=2)
+    for source, target, score in zip(sources, targets, scores, strict=True):
+        inputs = translator.tokenizer([source], text_target=[target], return_tensors="pt")
+        with torch.no_grad():
+            loss = translator.model(**inputs).loss  # transformers shifts the labels into decoder inputs itself
+        assert score == pytest.approx(-float(loss) * inputs["labels"].shape[1], abs=1e-4)
+    assert translator.score(sources, targets, ["c", "b", "a"], batch_size=2) == scores
+    assert translator.score(sources, targets, None, batch_size=2) == scores
+    with pytest.raises(ValueError, match="3 sources but 1 targets"):
+        translator.score(sources, targets[:1])
+
+
 def test_training_is_deterministic(trained: tuple[MarianTranslator, Path], tmp_path: Path) -> None:
     translator, folder = trained
     again = _train(tmp_path / "again")

@@ -7,7 +7,15 @@ import math
 import pytest
 import sacrebleu
 
-from mmt.metrics import bleu_corpus_tokenized, paired_bootstrap, translation_scores
+from mmt.metrics import (
+    ContrastiveScores,
+    bleu_corpus_tokenized,
+    contrastive_accuracy,
+    image_dependent_accuracy,
+    image_dependent_scores,
+    paired_bootstrap,
+    translation_scores,
+)
 
 
 def test_identical_text_scores_100() -> None:
@@ -105,3 +113,60 @@ def test_scores_carry_their_sacrebleu_signatures() -> None:
     scores = translation_scores(["A red circle."], ["A red circle."], "en")
     assert scores["bleu_signature"] == f"nrefs:1|case:lc|eff:no|tok:none|smooth:exp|version:{sacrebleu.__version__}"
     assert "tok:13a" in str(scores["sacrebleu_signature"]) and "nc:6" in str(scores["chrf_signature"])
+
+
+def test_image_dependent_accuracy_counts_tokens_case_sensitively() -> None:
+    hypotheses = ["Ein blauer Kreis.", "Ein Blauer Stern, links.", "Zwei rote Kreise."]
+    words = [["blauer"], ["blauer", "links"], []]
+    # "blauer" is found in the first; in the second "Blauer" differs in case, "links" is a token once 13a splits
+    # off the comma and the full stop: 2 of 3 words
+    assert image_dependent_accuracy(hypotheses, words) == (pytest.approx(2 / 3), 3)
+
+
+def test_image_dependent_accuracy_counts_each_recorded_word_and_only_whole_tokens() -> None:
+    # "roter" is recorded twice and found twice though written once; "blau" is no token of "blauen"
+    assert image_dependent_accuracy(["Ein roter Kreis und ein roter Stern."], [["roter", "roter"]]) == (1.0, 2)
+    assert image_dependent_accuracy(["Ein roter Kreis neben einem blauen."], [["roter", "roter", "blau"]]) == (
+        pytest.approx(2 / 3),
+        3,
+    )
+
+
+def test_image_dependent_accuracy_needs_aligned_lists_and_a_word() -> None:
+    with pytest.raises(ValueError, match="2 hypotheses but 1 word lists"):
+        image_dependent_accuracy(["a", "b"], [["a"]])
+    with pytest.raises(ValueError, match="no image-dependent words"):
+        image_dependent_accuracy(["a", "b"], [[], []])
+
+
+def test_image_dependent_scores_use_the_sentences_with_words() -> None:
+    hypotheses = ["Ein roter Kreis ist links.", "Ein Stern ist oben.", "Ein grünes Quadrat ist rechts."]
+    references = ["Ein blauer Kreis ist links.", "Ein Stern ist oben.", "Ein grünes Quadrat ist rechts."]
+    words = [["blauer"], [], ["grünes"]]
+    scores = image_dependent_scores(hypotheses, references, words, "de")
+    subset = translation_scores([hypotheses[0], hypotheses[2]], [references[0], references[2]], "de")
+    assert scores == {"sentences": 2, "words": 2, "word_accuracy": 0.5, "bleu": subset["bleu"], "chrf": subset["chrf"]}
+    assert scores["bleu"] < translation_scores(hypotheses, references, "de")["bleu"]  # the correct middle one is out
+    with pytest.raises(ValueError, match="no image-dependent words"):
+        image_dependent_scores(hypotheses, references, [[], [], []], "de")
+    with pytest.raises(ValueError, match="2 word lists but 3 references"):
+        image_dependent_scores(hypotheses, references, words[:2], "de")
+
+
+def test_contrastive_accuracy_on_hand_made_items() -> None:
+    items = [
+        ContrastiveScores(a_with_a=-1.0, b_with_a=-2.0, b_with_b=-3.0, a_with_b=-1.0),  # right with a, wrong with b
+        ContrastiveScores(a_with_a=-1.0, b_with_a=-5.0, b_with_b=-1.0, a_with_b=-5.0),  # right twice
+        ContrastiveScores(a_with_a=-2.0, b_with_a=-2.0, b_with_b=-1.0, a_with_b=-4.0),  # a tie (half), then right
+    ]
+    assert contrastive_accuracy(items) == pytest.approx((1 + 0 + 1 + 1 + 0.5 + 1) / 6)
+    with pytest.raises(ValueError, match="no contrastive items"):
+        contrastive_accuracy([])
+
+
+def test_a_system_blind_to_the_image_scores_exactly_one_half() -> None:
+    """Whatever it thinks of the two translations, a text-only system scores each the same under both images."""
+    items = []
+    for a, b in ((-1.0, -2.0), (-3.5, -0.5), (-2.0, -2.0), (-7.25, -7.0)):
+        items.append(ContrastiveScores(a_with_a=a, b_with_a=b, b_with_b=b, a_with_b=a))
+    assert contrastive_accuracy(items) == 0.5

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 
@@ -21,15 +22,17 @@ from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from mmt.marian import MarianSettings, MarianTranslator
-from mmt.metrics import translation_scores
+from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
 from mmt.model import MMTConfig
-from mmt.pairs import DirectionData, Pairs, caption_pairs, direction_data, examples
+from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, contrastive_items, direction_data, examples
 from mmt.systems import (
     BACKENDS,
     SYSTEM_FILE,
+    Evaluation,
     SystemRequest,
     SystemsConfig,
     bleu,
+    compared_accuracies,
     evaluate_system,
     load_system,
     pretrain,
@@ -157,6 +160,39 @@ def test_caption_pairs_join_translation_captions_on_the_image() -> None:
     assert caption_pairs(captions, "en", "fr", "train") == Pairs([], [], [])
 
 
+def annotations(images: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Image-dependent words of the German test captions of i28 and i29 (their colour) and of the English one of
+    i30; one en->de contrastive item over i28 and i29."""
+    words = tables.image_dependent_table(
+        {"split": ["test"] * 3, "image_id": ["i28", "i29", "i30"], "lang": ["de", "de", "en"],
+         "words": [["rotes"], ["blaues"], ["green"]]}, images=images
+    )  # fmt: skip
+    items = tables.contrastive_table(
+        {"src_lang": ["en"], "tgt_lang": ["de"], "source": ["A dark circle is on the top."], "image_a": ["i28"],
+         "image_b": ["i29"], "translation_a": [sentence(28)[1]], "translation_b": [sentence(29)[1]]}, images=images
+    )  # fmt: skip
+    return words, items
+
+
+def test_direction_data_carries_the_evaluation_annotations() -> None:
+    """The words of each target caption (empty where none are recorded) and the direction's contrastive items."""
+    plain = caption_corpus()
+    words, items = annotations(plain.images)
+    corpus = dataclasses.replace(plain, image_dependent=words, contrastive=items)
+    forward = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
+    backward = direction_data(corpus, pivot="en", target="de", src="de", tgt="en")
+    assert sentence(28)[1].startswith("Ein rotes") and sentence(29)[1].startswith("Ein blaues")
+    assert forward.captions["test"].tgt_words == [["rotes"], ["blaues"], [], []]
+    assert backward.captions["test"].tgt_words == [[], [], ["green"], []]
+    assert forward.captions["train"].tgt_words == [[] for _ in forward.captions["train"].src]
+    assert forward.contrastive == [
+        ContrastiveItem("A dark circle is on the top.", "i28", "i29", sentence(28)[1], sentence(29)[1])
+    ]
+    assert backward.contrastive == []
+    without = direction_data(plain, pivot="en", target="de", src="en", tgt="de")
+    assert without.captions["test"].tgt_words is None and without.contrastive is None
+
+
 # --- settings and the registry -------------------------------------------------------------------------------
 
 
@@ -222,6 +258,18 @@ class EchoTranslator:
     ) -> list[str]:
         self.calls.append((list(sentences), None if image_ids is None else list(image_ids), beam))
         return [self.known.get(text, "nichts") for text in sentences]
+
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        image_ids: Sequence[str] | None = None,
+        *,
+        batch_size: int = 32,
+    ) -> list[float]:
+        return [
+            0.0 if self.known.get(source) == target else -1.0 for source, target in zip(sources, targets, strict=True)
+        ]
 
 
 def test_bleu_scores_the_first_limit_pairs() -> None:
@@ -480,6 +528,8 @@ def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
         assert evaluation.hypotheses == hypotheses
         reference = translation_scores(hypotheses, test.tgt, "de")
         assert (metrics["bleu"], metrics["chrf"]) == (reference["bleu"], reference["chrf"]), backend
+        assert metrics["image_dependent"] == "the corpus records no image-dependent words"
+        assert metrics["contrastive"] == "the corpus has no contrastive items"
         if backend == "text-only":
             assert metrics["image_awareness"] is None and metrics["bleu_shuffled_images"] is None
             continue
@@ -488,6 +538,56 @@ def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
         blind_bleu = translation_scores(blind, test.tgt, "de")["bleu"]
         assert metrics["bleu_shuffled_images"] == blind_bleu
         assert metrics["image_awareness"] == pytest.approx(reference["bleu"] - blind_bleu)
+
+
+def test_evaluate_system_scores_the_image_dependent_words_and_contrastive_items(trained: Trained) -> None:
+    """The word accuracy and subset scores of the test translations; the contrastive accuracy from the system's own
+    scores, exactly 0.5 for both text-only backends."""
+    words, table = annotations(caption_corpus().images)
+    test = caption_pairs(caption_corpus().captions, "en", "de", "test", words)
+    items = contrastive_items(table, "en", "de")
+    for backend in BACKENDS:
+        folder = str(trained.folder(backend))
+        evaluation = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU,
+                                     contrastive=items)  # fmt: skip
+        metrics = evaluation.metrics
+        assert test.tgt_words is not None
+        expected = image_dependent_scores(evaluation.hypotheses, test.tgt, test.tgt_words, "de")
+        assert metrics["image_dependent"] == expected and expected["sentences"] == expected["words"] == 2
+        contrastive = metrics["contrastive"]
+        assert isinstance(contrastive, dict) and contrastive["items"] == 1
+        if backend != "mmt":
+            assert contrastive["accuracy"] == 0.5, backend
+            continue
+        system = load_system(folder, str(trained.store), CPU)
+        (item,) = items
+        a_with_a, b_with_a, b_with_b, a_with_b = system.score(
+            [item.source] * 4,
+            [item.translation_a, item.translation_b, item.translation_b, item.translation_a],
+            [item.image_a, item.image_a, item.image_b, item.image_b],
+        )
+        # the four pairs in the order evaluate_system batches them: the same numbers
+        expected_accuracy = contrastive_accuracy([ContrastiveScores(a_with_a, b_with_a, b_with_b, a_with_b)])
+        assert contrastive["accuracy"] == expected_accuracy
+    backward = evaluate_system(str(trained.folder("text-only")), test, store=None, tgt="de", beam=1, runtime=CPU,
+                               contrastive=[])  # fmt: skip
+    assert backward.metrics["contrastive"] == "the corpus has no contrastive items for this direction"
+    nothing = dataclasses.replace(test, tgt_words=[[] for _ in test.src])
+    evaluation = evaluate_system(str(trained.folder("text-only")), nothing, store=None, tgt="de", beam=1, runtime=CPU)
+    assert evaluation.metrics["image_dependent"] == "no test caption in de has image-dependent words"
+
+
+def test_compared_accuracies_side_by_side_or_why_not() -> None:
+    def evaluation(word_accuracy: float, accuracy: float) -> Evaluation:
+        return Evaluation({"image_dependent": {"word_accuracy": word_accuracy}, "contrastive": {"accuracy": accuracy}},
+                          [])  # fmt: skip
+
+    assert compared_accuracies(evaluation(0.25, 0.5), evaluation(0.75, 0.625)) == {
+        "word_accuracy": {"baseline": 0.25, "system": 0.75},
+        "contrastive_accuracy": {"baseline": 0.5, "system": 0.625},
+    }
+    absent = Evaluation({"image_dependent": "no words", "contrastive": "no items"}, [])
+    assert compared_accuracies(absent, absent) == {"word_accuracy": "no words", "contrastive_accuracy": "no items"}
 
 
 def test_shuffled_images_give_every_sentence_another_image() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from retrieval.report import diversity_markdown, results_html, results_markdown, split_run
+from retrieval.report import diversity_markdown, results_html, results_markdown, split_run, translation_markdown
 
 LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
 
@@ -74,3 +74,28 @@ def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() ->
     page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
     assert "<h2>Caption diversity (train split)</h2>" in page and "<td>12.5</td>" in page
     assert diversity_markdown({}, {}, LABELS) == []
+
+
+def test_translation_table_shows_the_image_measures_where_recorded() -> None:
+    words = {"sentences": 3, "words": 4, "word_accuracy": 0.75, "bleu": 40.04, "chrf": 60.0}
+    translation = {
+        "mt-en-de": {"bleu": 30.0, "chrf": 55.0, "image_awareness": None, "image_dependent": {**words,
+                     "word_accuracy": 0.25}, "contrastive": {"items": 2, "accuracy": 0.5}},
+        "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "image_awareness": 1.5, "image_dependent": words,
+                      "contrastive": {"items": 2, "accuracy": 0.625}},
+        "mmt-de-en": {"bleu": 20.0, "chrf": 45.0, "image_awareness": -0.5,
+                      "image_dependent": "no test caption in en has image-dependent words",
+                      "contrastive": "the corpus has no contrastive items for this direction"},
+        "mt-de-en": {"bleu": 19.0, "chrf": 44.0, "image_awareness": None},  # written before these measures existed
+    }  # fmt: skip
+    lines = translation_markdown(translation)
+    assert lines[0] == "## Translation (test captions)"
+    assert lines[4:8] == [
+        "| mmt-de-en | 20.0 | 45.0 | -0.5 | - | - | - |",
+        "| mmt-en-de | 31.2 | 56.0 | 1.5 | 75.0 | 40.0 | 62.5 |",
+        "| mt-de-en | 19.0 | 44.0 | - | - | - | - |",
+        "| mt-en-de | 30.0 | 55.0 | - | 25.0 | 40.0 | 50.0 |",
+    ]
+    page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
+    assert "<h2>Translation (test captions)</h2>" in page and "<th>contrastive (%)</th>" in page
+    assert translation_markdown({}) == []
