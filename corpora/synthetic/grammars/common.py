@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypeVar
 
-from corpora.synthetic.meaning import Meaning
+from corpora.synthetic.inventory import colour_cover
+from corpora.synthetic.meaning import Meaning, Mention
 
 T = TypeVar("T")
 Register = Literal["caption", "parallel"]
@@ -89,6 +90,20 @@ class Grammar:
 def words(*choices: str | tuple[str, float] | tuple[str, float, float]) -> tuple[Choice, ...]:
     """Shorthand for a slot: ``words("big", ("large", 0.3))``; the first word is the most frequent."""
     return tuple(Choice(c) if isinstance(c, str) else Choice(*c) for c in choices)
+
+
+def attribute_words(mention: Mention, wording: Wording, choices: dict[str, tuple[Choice, ...]]) -> list[str]:
+    """The lexicon keys that say ``mention``'s size and colour, size first (the ones it names): the colour's
+    cover term where the mention is vague and the wording underspecifies, one of ``choices`` for slots with
+    synonyms, the attribute's own name otherwise."""
+    said = []
+    for attribute, value in (("size", mention.size), ("colour", mention.colour)):
+        if value is None:
+            continue
+        if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
+            value = colour_cover(value) or value
+        said.append(wording.choose(choices.get(value, (Choice(value),))))
+    return said
 
 
 def sentence(text: str) -> str:

@@ -11,8 +11,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
-from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
+from corpora.synthetic.grammars.common import (
+    PLAIN,
+    Choice,
+    Grammar,
+    Wording,
+    attribute_words,
+    enumerate_phrases,
+    sentence,
+    words,
+)
+from corpora.synthetic.inventory import SHAPE_COVER
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 MASCULINE, FEMININE, NEUTER = 0, 1, 2  # masculine here is always inanimate (shapes are things)
@@ -136,7 +145,7 @@ def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN) -> str:
 
 def _phrase(mention: Mention, case: str, wording: Wording) -> tuple[str, Noun]:
     """The noun phrase and the noun it was built on (whose gender a determiner before it agrees with)."""
-    adjectives = [a for a in (_adjective(x, mention, wording) for x in ("size", "colour")) if a]  # size first
+    adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)  # size first
     shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
     noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     if mention.count == 1:
@@ -147,15 +156,6 @@ def _phrase(mention: Mention, case: str, wording: Wording) -> tuple[str, Noun]:
     form = "nom_plural" if mention.count < 5 else "gen_plural"  # "dva kruhy", but "pět kruhů"
     said = [ADJECTIVES[a] + ENDINGS[form][noun.gender] for a in adjectives]
     return " ".join([NUMBERS[mention.count][noun.gender], *said, getattr(noun, form)]), noun
-
-
-def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
-    value = mention.size if attribute == "size" else mention.colour
-    if value is None:
-        return None
-    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
-        value = colour_cover(value) or value
-    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _be(mention: Mention) -> str:

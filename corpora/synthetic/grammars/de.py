@@ -10,8 +10,17 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
-from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
+from corpora.synthetic.grammars.common import (
+    PLAIN,
+    Choice,
+    Grammar,
+    Wording,
+    attribute_words,
+    enumerate_phrases,
+    sentence,
+    words,
+)
+from corpora.synthetic.inventory import SHAPE_COVER
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 MASCULINE, FEMININE, NEUTER, PLURAL = 0, 1, 2, 3  # column of the article and ending tables
@@ -137,7 +146,7 @@ def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN, *, articl
         case: "nom", "acc" or "dat".
         article: "definite", "indefinite", "kein" or "none"; by default taken from the mention.
     """
-    adjectives = [_adjective(attribute, mention, wording) for attribute in ("size", "colour")]
+    adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)
     shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
     noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     plural = mention.count > 1
@@ -148,21 +157,12 @@ def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN, *, articl
     said = [] if article == "none" else [_article(article, case, column)]
     if plural and not mention.definite:
         said.append(NUMBERS[mention.count])
-    said += [ADJECTIVES[a] + ending for a in adjectives if a is not None]
+    said += [ADJECTIVES[a] + ending for a in adjectives]
     if plural:
         said.append(noun.dative_plural if case == "dat" else noun.plural)
     else:
         said.append(noun.dative_singular if case == "dat" else noun.singular)
     return " ".join(said)
-
-
-def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
-    value = mention.size if attribute == "size" else mention.colour
-    if value is None:
-        return None
-    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
-        value = colour_cover(value) or value
-    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _article(article: str, case: str, column: int) -> str:

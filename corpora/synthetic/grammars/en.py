@@ -7,8 +7,17 @@ ellipse", "large" for "big", "beside" for "next to"; words with a caption weight
 
 from __future__ import annotations
 
-from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
-from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
+from corpora.synthetic.grammars.common import (
+    PLAIN,
+    Choice,
+    Grammar,
+    Wording,
+    attribute_words,
+    enumerate_phrases,
+    sentence,
+    words,
+)
+from corpora.synthetic.inventory import SHAPE_COVER
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 # noun (singular) -> plural
@@ -85,24 +94,15 @@ SMALLER: tuple[Choice, ...] = words("smaller", ("tinier", 0.0, 0.2))
 def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str | None = None) -> str:
     """Name a mention: "a small red circle", "the blue star", "two green squares"; ``determiner`` overrides ("no")."""
     plural = mention.count > 1
-    words = [_adjective(attribute, mention, wording) for attribute in ("size", "colour")]  # size before colour
+    adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)  # size before colour
     shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
     noun = wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))
-    phrase = [word for word in words if word] + [NOUNS[noun] if plural else noun]
+    phrase = [*adjectives, NOUNS[noun] if plural else noun]
     if determiner is None:
         determiner = "the" if mention.definite else NUMBERS[mention.count] if plural else "a"
     if determiner == "a" and phrase[0][0] in "aeiou":  # no word of the lexicon starts with a "you" sound
         determiner = "an"
     return " ".join([determiner, *phrase])
-
-
-def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
-    value = mention.size if attribute == "size" else mention.colour
-    if value is None:
-        return None
-    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
-        value = colour_cover(value) or value
-    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def _be(mention: Mention) -> str:

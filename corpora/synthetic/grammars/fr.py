@@ -11,8 +11,17 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from corpora.synthetic.grammars.common import PLAIN, Choice, Grammar, Wording, enumerate_phrases, sentence, words
-from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
+from corpora.synthetic.grammars.common import (
+    PLAIN,
+    Choice,
+    Grammar,
+    Wording,
+    attribute_words,
+    enumerate_phrases,
+    sentence,
+    words,
+)
+from corpora.synthetic.inventory import SHAPE_COVER
 from corpora.synthetic.meaning import Absent, Compared, Exists, Located, Meaning, Mention, Related
 
 
@@ -113,7 +122,7 @@ def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str |
         mention: what to name; ``count`` > 1 gives a numeral.
         determiner: overrides the article, e.g. "aucun" (agreed in gender here).
     """
-    adjectives = [ADJECTIVES[a] for a in (_adjective(x, mention, wording) for x in ("size", "colour")) if a]
+    adjectives = [ADJECTIVES[key] for key in attribute_words(mention, wording, ADJECTIVE_CHOICES)]
     shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
     noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
     plural = mention.count > 1
@@ -126,15 +135,6 @@ def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str |
     before = [adjective.forms[slot] for adjective in adjectives if adjective.before_noun]
     after = [adjective.forms[slot] for adjective in adjectives if not adjective.before_noun]
     return " ".join([determiner, *before, noun.plural if plural else noun.singular, *after])
-
-
-def _adjective(attribute: str, mention: Mention, wording: Wording) -> str | None:
-    value = mention.size if attribute == "size" else mention.colour
-    if value is None:
-        return None
-    if attribute == "colour" and mention.vague == "colour" and wording.underspecify:
-        value = colour_cover(value) or value
-    return wording.choose(ADJECTIVE_CHOICES.get(value, (Choice(value),)))
 
 
 def spell(text: str) -> str:
