@@ -4,7 +4,7 @@ sentence pairs in, their log-probabilities out."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from corpora.io import InputError
 from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import load_mmt
-from mmt.model import RegionalMMT, pad_ids, source_batch
+from mmt.model import RegionalMMT, SourceBatch, pad_ids, source_batch
 from mmt.text import TextPipeline
 
 AutocastFactory = Callable[[], AbstractContextManager[object]]
@@ -77,21 +77,9 @@ class MMTTranslator:
         max_len: int = 100,
     ) -> list[str]:
         """Translations in input order; ``image_ids`` (one per sentence) are needed with regions."""
-        if self.regions is not None and (image_ids is None or len(image_ids) != len(sentences)):
-            raise InputError(f"{self.name} is multimodal: give one image id per sentence")
         encoded = self.text.encode_source(sentences).ids
-        order = sorted(range(len(encoded)), key=lambda index: len(encoded[index]))  # similar lengths batch well
         outputs: list[list[int]] = [[] for _ in encoded]
-        for start in range(0, len(order), batch_size):
-            chosen = order[start : start + batch_size]
-            batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
-            batch = source_batch(
-                [encoded[i] for i in chosen],
-                pad_id=self.model.shape.pad_id,
-                device=self.device,
-                regions=batch_regions,
-                region_mask=batch_mask,
-            )
+        for chosen, batch in self._source_batches(encoded, image_ids, batch_size):
             with torch.inference_mode(), self.autocast():
                 best = beam_search(self.model, batch, beam=beam, max_len=max_len)
             for index, ids in zip(chosen, best, strict=True):
@@ -109,20 +97,13 @@ class MMTTranslator:
         """Teacher-forced log-probability of each target, EOS included; ``image_ids`` are needed with regions."""
         if len(targets) != len(sources):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets (expected one each)")
-        if self.regions is not None and (image_ids is None or len(image_ids) != len(sources)):
-            raise InputError(f"{self.name} is multimodal: give one image id per sentence")
         encoded, wanted = self.text.encode_source(sources), self.text.encode_target(targets)
         if encoded.truncated or wanted.truncated:
             logger.warning("%s: scoring %d source and %d target sentences cut to %d subwords", self.name,
                            encoded.truncated, wanted.truncated, self.text.config.max_len)  # fmt: skip
         shape = self.model.shape
-        order = sorted(range(len(sources)), key=lambda index: len(encoded.ids[index]))
         scores = [0.0] * len(sources)
-        for start in range(0, len(order), batch_size):
-            chosen = order[start : start + batch_size]
-            batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
-            batch = source_batch([encoded.ids[i] for i in chosen], pad_id=shape.pad_id, device=self.device,
-                                 regions=batch_regions, region_mask=batch_mask)  # fmt: skip
+        for chosen, batch in self._source_batches(encoded.ids, image_ids, batch_size):
             tgt_out = pad_ids([wanted.ids[i] for i in chosen], pad_id=shape.pad_id, device=self.device)  # (B, M)
             tgt_in = pad_ids([(shape.bos_id, *wanted.ids[i][:-1]) for i in chosen], pad_id=shape.pad_id,
                              device=self.device)  # fmt: skip
@@ -135,6 +116,24 @@ class MMTTranslator:
             for index, total in zip(chosen, totals.tolist(), strict=True):
                 scores[index] = total
         return scores
+
+    def _source_batches(
+        self, encoded: Sequence[Sequence[int]], image_ids: Sequence[str] | None, batch_size: int
+    ) -> Iterator[tuple[list[int], SourceBatch]]:
+        """(input positions, their batch) over ``encoded`` in batches of similar length, with each sentence's regions.
+
+        Raises:
+            InputError: a multimodal translator without one image id per sentence.
+        """
+        if self.regions is not None and (image_ids is None or len(image_ids) != len(encoded)):
+            raise InputError(f"{self.name} is multimodal: give one image id per sentence")
+        order = sorted(range(len(encoded)), key=lambda index: len(encoded[index]))  # similar lengths batch well
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
+            batch = source_batch([encoded[i] for i in chosen], pad_id=self.model.shape.pad_id, device=self.device,
+                                 regions=batch_regions, region_mask=batch_mask)  # fmt: skip
+            yield chosen, batch
 
     def _regions(self, image_ids: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
         if self.regions is None or image_ids is None:

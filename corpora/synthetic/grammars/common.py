@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypeVar
 
-from corpora.synthetic.inventory import colour_cover
+from corpora.synthetic.inventory import SHAPE_COVER, colour_cover
 from corpora.synthetic.meaning import Meaning, Mention
 
 T = TypeVar("T")
@@ -90,6 +90,14 @@ class Grammar:
 def words(*choices: str | tuple[str, float] | tuple[str, float, float]) -> tuple[Choice, ...]:
     """Shorthand for a slot: ``words("big", ("large", 0.3))``; the first word is the most frequent."""
     return tuple(Choice(c) if isinstance(c, str) else Choice(*c) for c in choices)
+
+
+def noun_word(mention: Mention, wording: Wording, choices: dict[str, tuple[Choice, ...]]) -> str:
+    """The lexicon key of the noun that names ``mention``'s shape: the hypernym where the mention is vague about its
+    shape and the wording underspecifies, one of ``choices`` for shapes with synonyms, the shape's own name
+    otherwise."""
+    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
+    return wording.choose(choices.get(shape, (Choice(shape),)))
 
 
 def attribute_words(mention: Mention, wording: Wording, choices: dict[str, tuple[Choice, ...]]) -> list[str]:

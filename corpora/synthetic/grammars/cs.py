@@ -18,6 +18,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    noun_word,
     sentence,
     words,
 )
@@ -146,8 +147,7 @@ def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN) -> str:
 def _phrase(mention: Mention, case: str, wording: Wording) -> tuple[str, Noun]:
     """The noun phrase and the noun it was built on (whose gender a determiner before it agrees with)."""
     adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)  # size first
-    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
-    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
+    noun = NOUNS[noun_word(mention, wording, NOUN_CHOICES)]
     if mention.count == 1:
         said = [ADJECTIVES[a] + ENDINGS[case][noun.gender] for a in adjectives]
         return " ".join([*said, getattr(noun, case)]), noun

@@ -17,6 +17,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    noun_word,
     sentence,
     words,
 )
@@ -147,8 +148,7 @@ def noun_phrase(mention: Mention, case: str, wording: Wording = PLAIN, *, articl
         article: "definite", "indefinite", "kein" or "none"; by default taken from the mention.
     """
     adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)
-    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
-    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
+    noun = NOUNS[noun_word(mention, wording, NOUN_CHOICES)]
     plural = mention.count > 1
     if article is None:
         article = "definite" if mention.definite else "none" if plural else "indefinite"

@@ -14,6 +14,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    noun_word,
     sentence,
     words,
 )
@@ -95,8 +96,7 @@ def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str |
     """Name a mention: "a small red circle", "the blue star", "two green squares"; ``determiner`` overrides ("no")."""
     plural = mention.count > 1
     adjectives = attribute_words(mention, wording, ADJECTIVE_CHOICES)  # size before colour
-    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
-    noun = wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))
+    noun = noun_word(mention, wording, NOUN_CHOICES)
     phrase = [*adjectives, NOUNS[noun] if plural else noun]
     if determiner is None:
         determiner = "the" if mention.definite else NUMBERS[mention.count] if plural else "a"

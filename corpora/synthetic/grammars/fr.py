@@ -18,6 +18,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    noun_word,
     sentence,
     words,
 )
@@ -123,8 +124,7 @@ def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str |
         determiner: overrides the article, e.g. "aucun" (agreed in gender here).
     """
     adjectives = [ADJECTIVES[key] for key in attribute_words(mention, wording, ADJECTIVE_CHOICES)]
-    shape = SHAPE_COVER if mention.vague == "shape" and wording.underspecify else mention.shape
-    noun = NOUNS[wording.choose(NOUN_CHOICES.get(shape, (Choice(shape),)))]
+    noun = NOUNS[noun_word(mention, wording, NOUN_CHOICES)]
     plural = mention.count > 1
     slot = int(noun.feminine) + 2 * int(plural)
     if determiner is None:
