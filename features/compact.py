@@ -288,6 +288,25 @@ def _content_sha256(path: Path) -> str | None:
     return file_sha256(path) if path.is_file() else None
 
 
+def builtin_training_set(root: Path) -> tuple[pa.Table, Path, Path]:
+    """The compact encoder's training set in the built-in dataset folder ``root``: its train images (listed in
+    ``task1/image_splits/train.txt``), the image folder and the labelled boxes (``objects.parquet``).
+
+    Returns:
+        (images table with image_id, path and split columns, images root, boxes table path).
+
+    Raises:
+        InputError: the folder lacks the list or the boxes.
+    """
+    listing, boxes = root / "task1" / "image_splits" / "train.txt", root / "objects.parquet"
+    for path in (listing, boxes):
+        if not path.is_file():
+            raise InputError(f"{path}: not found; the compact encoder trains on the built-in dataset in {root}")
+    names = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    images = pa.table({"image_id": [Path(name).stem for name in names], "path": names, "split": ["train"] * len(names)})
+    return images, root / "images", boxes
+
+
 def encoder_for(
     images: pa.Table, images_root: Path, boxes: GivenBoxes, preset: CompactPreset, *, seed: int, work: Path
 ) -> Path:

@@ -19,7 +19,14 @@ from corpora.io import InputError, file_sha256, file_stamp
 from features.boxes import read_given_boxes
 from features.butd_extractor import BUTDExtractor, BUTDSettings
 from features.checkpoints import load_detector
-from features.compact import CompactExtractor, CompactPreset, encoder_for, load_encoder, weights_sha256
+from features.compact import (
+    CompactExtractor,
+    CompactPreset,
+    builtin_training_set,
+    encoder_for,
+    load_encoder,
+    weights_sha256,
+)
 from features.extraction import ImageJob, RegionExtractor
 from features.importers import ImportConfig, import_butd_tsv, import_scan_splits
 from features.regions import RegionConfig, RegionSelection, max_regions
@@ -70,6 +77,10 @@ class ExtractionInputs:
     inputs: Path  # checkpoints and precomputed features users hold
     work: Path  # resumable intermediate work
     seed: int
+    # The built-in dataset folder (Multi30K layout, images/, objects.parquet) whose train split trains the compact
+    # encoder, so that every corpus is featurized by one encoder, as one detector serves every real corpus; None:
+    # train on this corpus's own train split.
+    detector_data: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,11 @@ class FeatureImporter:
 
 
 def _compact_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
-    boxes = read_given_boxes(inputs.boxes)
-    return encoder_for(inputs.images, inputs.images_root, boxes, config.compact, seed=inputs.seed, work=inputs.work)
+    images, images_root, boxes = inputs.images, inputs.images_root, inputs.boxes
+    if inputs.detector_data is not None:
+        images, images_root, boxes = builtin_training_set(inputs.detector_data)
+    return encoder_for(images, images_root, read_given_boxes(boxes), config.compact, seed=inputs.seed,
+                       work=inputs.work)  # fmt: skip
 
 
 def _compact_build(spec: ExtractorSpec) -> RegionExtractor:

@@ -595,3 +595,41 @@ def test_probe_store_reports_each_label_column(tmp_path: Path) -> None:
     # test regions: 9, of which 3 green
     assert results["colour"]["accuracy"] == 100.0 and results["colour"]["chance"] == 33.33
     assert results["colour"]["classes"] == 3 and results["colour"]["test_regions"] == 9
+
+
+def test_every_corpus_is_featurized_by_the_encoder_of_the_builtin_train_split(tmp_path: Path) -> None:
+    """With ``detector_data`` (the built-in dataset folder) the compact encoder trains on that folder's train split
+    whatever corpus is featurized, as one detector serves every real corpus; without it, on the corpus's own."""
+    from corpora.languages import Languages
+    from corpora.synthetic import SyntheticConfig, generate
+    from corpora.synthetic.config import SplitCounts
+
+    root = tmp_path / "builtin"
+    config = SyntheticConfig(image_size=64, splits=SplitCounts(4, 2, 2), parallel_pairs=SplitCounts(1, 1, 1))
+    generate(config, root, seed=0, languages=Languages("en", ("de",)))
+    images, images_root, boxes = features.compact.builtin_training_set(root)
+    listed = (root / "task1" / "image_splits" / "train.txt").read_text().split()
+    assert images["path"].to_pylist() == listed and set(images["split"].to_pylist()) == {"train"}
+    assert images["image_id"].to_pylist() == [Path(name).stem for name in listed]
+    assert images_root == root / "images" and boxes == root / "objects.parquet"
+
+    ids = sorted(path.stem for path in (root / "images").glob("*.png"))
+    val_and_test = [i for i in ids if f"{i}.png" not in listed]
+
+    def corpus(train_ids: list[str]) -> pa.Table:
+        return pa.table({"image_id": ids, "path": [f"{i}.png" for i in ids],
+                         "split": ["train" if i in train_ids else "test" for i in ids]})  # fmt: skip
+
+    preset = FeaturesConfig(regions=GIVEN, compact=TINY_PRESET)
+    weights = EXTRACTORS["compact"].weights  # type: ignore[union-attr]
+
+    def encoder(table: pa.Table, work: str, detector: Path | None) -> str:
+        inputs = ExtractionInputs(table, root / "images", boxes, tmp_path / "in", tmp_path / work, 0, detector)
+        return weights_sha256(str(weights(preset, inputs)))
+
+    shared = encoder(corpus(val_and_test), "a", root)
+    assert encoder(corpus(ids), "b", root) == shared  # another corpus, the same encoder
+    assert encoder(corpus(val_and_test), "c", None) != shared  # its own train split: another encoder
+    (root / "task1" / "image_splits" / "train.txt").unlink()
+    with pytest.raises(InputError, match=r"train\.txt: not found"):
+        features.compact.builtin_training_set(root)
