@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,7 +29,8 @@ def check_params(args: argparse.Namespace) -> None:
     retrieval = params.retrieval
     runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
     print(f"  retrieval: {runs} runs = models {', '.join(retrieval.models)} x variants {', '.join(retrieval.variants)}"
-          f" x roles {', '.join(retrieval.roles)}")  # fmt: skip
+          f" x roles {', '.join(retrieval.roles)}"
+          + (f", {retrieval.replicates} seeds each" if retrieval.replicates > 1 else ""))  # fmt: skip
     for name in retrieval.roles:
         role = retrieval.role(name, params.languages.pivot)
         kept = ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
@@ -76,35 +76,47 @@ def _print_rows(rows: list[dict[str, object]]) -> None:
 
 
 def translate(args: argparse.Namespace) -> None:
-    """Translate sentences (one per line) from a file or stdin; with --store, each line is `image_id<TAB>text`."""
+    """Translate sentences (one per line) from a file or stdin with a trained system of any backend (through the
+    registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
     import torch
 
     from features.store import FeatureStore
+    from mmt import systems
     from mmt.translator import MMTTranslator
+    from mmt.translator_protocol import Translator
+    from settings.runtime import Runtime
 
     model_dir = Path(args.model) if args.model else Path(args.models) / f"mmt-{args.src}-{args.tgt}"
     if not model_dir.is_dir():
         raise InputError(
             f"{model_dir}: no trained model for {args.src}->{args.tgt} (train it: dvc repro train_mmt@...)"
         )
-    text_json = json.loads((model_dir / "text.json").read_text(encoding="utf-8"))
-    if (text_json["src_lang"], text_json["tgt_lang"]) != (args.src, args.tgt):
-        raise InputError(
-            f"{model_dir} translates {text_json['src_lang']}->{text_json['tgt_lang']}, not {args.src}->{args.tgt}"
-        )
-    store = FeatureStore.open(args.store) if args.store else None
-    translator = MMTTranslator.load(model_dir, args.checkpoint, regions=store, device=torch.device(args.device))
+    backend = systems.system_backend(model_dir)
+    languages = systems.system_languages(model_dir)
+    if languages != (args.src, args.tgt):
+        raise InputError(f"{model_dir} translates {languages[0]}->{languages[1]}, not {args.src}->{args.tgt}")
+    if backend.multimodal and not args.store:
+        raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store")
+    store = FeatureStore.open(args.store) if args.store and backend.multimodal else None
+    translator: Translator
+    if args.checkpoint != "finetune.pt":  # another checkpoint of a regional system, e.g. the text-only pretrain.pt
+        translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=torch.device(args.device))
+        store = None
+    else:
+        translator = systems.load_system(str(model_dir), args.store if store else None,
+                                         Runtime.resolve(args.device, "fp32"))  # fmt: skip
     if args.input == "-":
         lines = sys.stdin.read().splitlines()
     else:
         lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     image_ids = None
-    if store is not None:
+    if args.store:  # lines carry their image; a text-only system ignores it
         pairs = [line.split("\t", 1) for line in lines]
         bad = [number for number, pair in enumerate(pairs, start=1) if len(pair) != 2]
         if bad:
             raise InputError(f"{args.input}:{bad[0]}: with --store every line is image_id<TAB>sentence")
-        image_ids, lines = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        lines = [pair[1] for pair in pairs]
+        image_ids = [pair[0] for pair in pairs] if store is not None else None
     for output in translator.translate(lines, image_ids, beam=args.beam):
         print(output)
 
@@ -182,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     trans.add_argument("--tgt", required=True, help="target language, e.g. de")
     trans.add_argument("--model", help="model folder (default: <models>/mmt-<src>-<tgt>)")
     trans.add_argument("--models", default="data/models/mmt", help="folder of trained systems")
-    trans.add_argument("--checkpoint", default="finetune.pt", help="finetune.pt (default) or pretrain.pt")
+    trans.add_argument(
+        "--checkpoint",
+        default="finetune.pt",
+        help="finetune.pt (default) or, for a regional system, pretrain.pt (text-only)",
+    )
     trans.add_argument("--store", help="FeatureStore folder: translate with image regions (lines: image_id<TAB>text)")
     trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
     trans.add_argument("--beam", type=int, default=5)

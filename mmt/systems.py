@@ -41,7 +41,7 @@ from settings.runtime import Runtime
 logger = logging.getLogger(__name__)
 
 SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder prefixes, caption origins)
-SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>}
+SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
 
@@ -246,7 +246,7 @@ BACKENDS: dict[str, Backend] = {
 def train_system(backend: str, request: SystemRequest) -> float | None:
     """Train the system of ``backend`` into ``request.out_dir`` and record the backend there."""
     score = BACKENDS[backend].train(request)
-    write_json(request.out_dir / SYSTEM_FILE, {"backend": backend})
+    write_json(request.out_dir / SYSTEM_FILE, {"backend": backend, "src": request.src, "tgt": request.tgt})
     return score
 
 
@@ -259,6 +259,20 @@ def system_backend(folder: Path) -> Backend:
     if name not in BACKENDS:
         raise InputError(f"{path}: unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     return BACKENDS[name]
+
+
+def system_languages(folder: Path) -> tuple[str, str]:
+    """(source, target) language of the system in ``folder``: from its ``system.json``, or for a folder written
+    before it recorded them, from the regional text pipeline's ``text.json``."""
+    path = folder / SYSTEM_FILE
+    recorded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if "src" in recorded and "tgt" in recorded:
+        return str(recorded["src"]), str(recorded["tgt"])
+    text = folder / "text.json"
+    if not text.is_file():
+        raise InputError(f"{folder / SYSTEM_FILE}: records no languages, and {text} is not there either")
+    config = json.loads(text.read_text(encoding="utf-8"))
+    return str(config["src_lang"]), str(config["tgt_lang"])
 
 
 def load_system(folder: str, store: str | None, runtime: Runtime) -> Translator:

@@ -159,6 +159,27 @@ def test_translate_cli_with_and_without_regions(
     assert "nosuchimage" in capsys.readouterr().err
 
 
+def test_translate_cli_loads_any_backend_through_the_registry(
+    trained: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The multimodal system needs regions; a text-only system ignores the image ids of --store lines; a folder of
+    another direction is refused with the direction it translates."""
+    models = str(trained / "models")
+    monkeypatch.setattr("sys.stdin", io.StringIO("A red circle.\n"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--input", "-"])
+    assert stopped.value.code == 2 and "reads each sentence's image regions: give --store" in capsys.readouterr().err
+    source = trained / "text-only.tsv"
+    source.write_text("syn000001\tA red circle.\n", encoding="utf-8")
+    store = str(trained / "features" / "compact")
+    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--model", f"{models}/mt-en-de",
+              "--store", store, "--input", str(source)])  # fmt: skip
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--src", "de", "--tgt", "en", "--models", models, "--model", f"{models}/mt-en-de"])
+    assert "translates en->de, not de->en" in capsys.readouterr().err
+
+
 def test_translate_cli_names_a_missing_pair(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         cli.main(["translate", "--src", "en", "--tgt", "fr", "--models", str(trained / "models"), "--input", "-"])

@@ -38,6 +38,7 @@ from mmt.systems import (
     pretrain,
     shuffled_images,
     system_backend,
+    system_languages,
     system_sha256,
     train_system,
     train_text_pipeline,
@@ -401,8 +402,13 @@ def test_pretrain_writes_a_text_only_checkpoint(trained: Trained) -> None:
 def test_every_system_folder_records_its_backend(trained: Trained) -> None:
     for backend in BACKENDS:
         folder = trained.folder(backend)
-        assert json.loads((folder / SYSTEM_FILE).read_text()) == {"backend": backend}
+        assert json.loads((folder / SYSTEM_FILE).read_text()) == {"backend": backend, "src": "en", "tgt": "de"}
         assert system_backend(folder) is BACKENDS[backend]
+        assert system_languages(folder) == ("en", "de")
+    legacy = trained.folder("mmt")  # written before system.json recorded languages: its text.json tells them
+    (legacy / SYSTEM_FILE).write_text('{"backend": "mmt"}')
+    assert system_languages(legacy) == ("en", "de")
+    (legacy / SYSTEM_FILE).write_text(json.dumps({"backend": "mmt", "src": "en", "tgt": "de"}))
     assert {"finetune.pt", "text.json", "src.model", "tgt.model"} <= {p.name for p in trained.folder("mmt").iterdir()}
     assert isinstance(trained.scores["mmt"], float) and isinstance(trained.scores["text-only"], float)
     assert trained.scores["marian"] is None
