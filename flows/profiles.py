@@ -1,10 +1,11 @@
 """Profiles: the papers' experiments as params overlays, one file per table under ``profiles/``.
 
 A profile is a partial params tree. Applying it merges it into a params file (mappings key by key, any other
-value replaced), validates the result as :class:`~flows.params.Params`, and writes it back atomically with its
-comments kept, so that ``dvc exp run`` (or ``dvc repro``) runs the experiment and DVC records exactly what
-changed. The built-in corpora are the default inputs of every profile; point `corpora` at your data to run it
-on real data.
+value replaced; `corpora`, `corpus_roles` and `retrieval.objective.per_model` are replaced whole, and every
+profile sets the same keys, so nothing of an earlier profile leaks into the next), validates the result as
+:class:`~flows.params.Params`, and writes it back atomically with its comments kept, so that ``dvc exp run``
+(or ``dvc repro``) runs the experiment and DVC records exactly what changed. The built-in corpora are the
+default inputs of every profile; point `corpora` at your data to run it on real data.
 """
 
 from __future__ import annotations
@@ -56,11 +57,24 @@ def _profile_path(name: str, folder: Path) -> Path:
     return path
 
 
-def merge(base: MutableMapping[str, Any], overlay: Mapping[str, Any]) -> None:
-    """Merge ``overlay`` into ``base`` in place: mappings key by key, every other value replaced."""
+# Sections a profile replaces whole (keys it leaves out are dropped): the corpora of one experiment are not a
+# patch on another's, and neither are its per-model losses.
+REPLACED_WHOLE = frozenset({"corpora", "corpus_roles", "retrieval.objective.per_model"})
+
+
+def merge(
+    base: MutableMapping[str, Any], overlay: Mapping[str, Any], *, replaced: frozenset[str] = frozenset(),
+    prefix: str = "",
+) -> None:  # fmt: skip
+    """Merge ``overlay`` into ``base`` in place: mappings key by key, every other value replaced. A mapping whose key
+    path is in ``replaced`` loses the keys ``overlay`` leaves out (the rest merge as usual, keeping comments)."""
+    if prefix.rstrip(".") in replaced:
+        for key in [key for key in base if key not in overlay]:
+            del base[key]
     for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), MutableMapping):
-            merge(base[key], value)
+        emptied = not value and f"{prefix}{key}" in replaced  # a plain {} (ruamel cannot dump an emptied block map)
+        if isinstance(value, Mapping) and isinstance(base.get(key), MutableMapping) and not emptied:
+            merge(base[key], value, replaced=replaced, prefix=f"{prefix}{key}.")
         else:
             base[key] = value
 
@@ -79,7 +93,7 @@ def apply_profile(name: str, params_path: Path, out_path: Path, folder: Path = P
         tree = round_trip.load(params_path.read_text(encoding="utf-8"))
     except Exception as error:  # ruamel raises several unrelated types for bad YAML
         raise InputError(f"{params_path}: not valid YAML: {error}") from None
-    merge(tree, overlay)
+    merge(tree, overlay, replaced=REPLACED_WHOLE)
     buffer = io.StringIO()
     round_trip.dump(tree, buffer)
     text = buffer.getvalue()

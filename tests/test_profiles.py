@@ -13,7 +13,7 @@ import yaml
 from corpora.io import InputError
 from flows import cli
 from flows.params import ParamsError, load_params
-from flows.profiles import PROFILES, apply_profile, load_profile, merge, profile_names, profile_summary
+from flows.profiles import PROFILES, REPLACED_WHOLE, apply_profile, load_profile, merge, profile_names, profile_summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,3 +100,34 @@ def test_cli_run_refuses_a_separate_output_file(params_file: Path, tmp_path: Pat
 
 class _Done:
     returncode = 0
+
+
+def _key_paths(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    """Every leaf key path of a profile, the sections replaced whole counted as one."""
+    paths = set()
+    for key, value in tree.items():
+        if isinstance(value, dict) and f"{prefix}{key}" not in REPLACED_WHOLE:
+            paths |= _key_paths(value, f"{prefix}{key}.")
+        else:
+            paths.add(f"{prefix}{key}")
+    return paths
+
+
+def test_profiles_set_the_same_keys_so_none_leaks_into_the_next() -> None:
+    names = profile_names()
+    keys = {name: _key_paths(load_profile(name)) for name in names}
+    for name in names:
+        assert keys[name] == keys[names[0]], f"profiles/{name}.yaml sets other keys than profiles/{names[0]}.yaml"
+
+
+@pytest.mark.parametrize("first", profile_names())
+def test_a_profile_applied_after_another_gives_what_it_gives_alone(
+    first: str, params_file: Path, tmp_path: Path
+) -> None:
+    """Profiles do not accumulate: corpora, roles and retrieval settings of an earlier profile are all replaced."""
+    for second in profile_names():
+        alone, after = tmp_path / f"{second}-alone.yaml", tmp_path / f"{first}-{second}.yaml"
+        apply_profile(second, params_file, alone)
+        apply_profile(first, params_file, after)
+        apply_profile(second, after, after)
+        assert yaml.safe_load(after.read_text(encoding="utf-8")) == yaml.safe_load(alone.read_text(encoding="utf-8"))
