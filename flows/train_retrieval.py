@@ -4,7 +4,7 @@ language role, then test it.
 Trains on the variant's training captions that the role keeps (human + synthesized, mixed in equal portions per
 batch), keeps the epoch with the best validation rsum on the role's test languages, and writes `model.pt` and
 the test metrics (R@1/5/10 per test language and direction, rsum, mR, median/mean rank; translate-search when
-configured).
+configured). With `retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from prefect import flow, tags
 from corpora.io import InputError
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
+from retrieval.experiment import replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
 from settings.runtime import Runtime
-from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model
+from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_retrieval_metrics
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
@@ -34,12 +35,19 @@ def train_retrieval(
     pivot = params.languages.pivot
     languages = config.role(role, pivot)
     captions = str(Path(augmented) / variant / "captions.parquet")
-    summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, out, params.seed, runtime)
-    print(f"{model}-{variant}-{role}: best validation rsum {summary['best_val_rsum']:.1f} "
-          f"at epoch {summary['best_epoch']}")  # fmt: skip
-    # Test on the human captions of the prepared data (the same rows in every variant).
-    return evaluate_retrieval_model(config, languages, out, captions, store, mt_models, metrics, params.languages.all,
-                                    pivot, params.mmt.beam, runtime)  # fmt: skip
+    seeds = replicate_seeds(params.seed, config.replicates)
+    runs = []
+    for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
+        model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
+        summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,
+                                        runtime)  # fmt: skip
+        print(f"{model}-{variant}-{role} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
+              f"at epoch {summary['best_epoch']}")  # fmt: skip
+        # Test on the human captions of the prepared data (the same rows in every variant).
+        runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, mt_models,
+                                             str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
+                                             params.mmt.beam, runtime))  # fmt: skip
+    return write_retrieval_metrics(runs, seeds, languages.test, f"{model}-{variant}-{role}", metrics)
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:

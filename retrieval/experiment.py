@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,7 +32,7 @@ from retrieval.registry import MODELS, build_model, make_config
 from retrieval.roles import PLACEHOLDERS, PRESETS, LanguageRole, ResolvedRole, check_role_name
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import VocabConfig, Vocabulary
-from settings.checks import SettingError, check_not_empty
+from settings.checks import SettingError, check_not_empty, check_range
 from settings.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class RetrievalConfig:
         train: The schedule.
         evaluation: How validation and test splits are scored.
         translate_search: Table 5's translated queries.
+        replicates: Training runs per model x variant x role, seeded ``seed``, ``seed + 1``, ...: the metrics file
+            holds their mean in the usual schema, ``std`` (the sample standard deviation, same keys) and ``seeds``.
     """
 
     models: tuple[str, ...] = ("san",)
@@ -76,9 +79,11 @@ class RetrievalConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     translate_search: TranslateSearchConfig = field(default_factory=TranslateSearchConfig)
+    replicates: int = 1
 
     def __post_init__(self) -> None:
         check_not_empty("models", self.models, "model")
+        check_range("replicates", self.replicates, 1, 100)
         for index, name in enumerate(self.models):
             if name not in MODELS:
                 raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {', '.join(MODELS)}")
@@ -308,6 +313,45 @@ def rounded(metrics: Metrics) -> dict[str, Any]:
         return round(value, 4) if isinstance(value, float) else value
 
     return {key: round_value(value) for key, value in metrics.items()}
+
+
+def replicate_seeds(seed: int, replicates: int) -> list[int]:
+    """The training seeds of a run's replicates: ``seed``, ``seed + 1``, ..."""
+    return [seed + index for index in range(replicates)]
+
+
+def combine_replicates(runs: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
+    """The test metrics of replicate runs as one metrics file: every number the mean over the runs (rounded to 2
+    decimals, the schema of one run), ``std`` the sample standard deviation of each (same keys) and ``seeds``.
+    One run is returned as it is.
+
+    Raises:
+        ValueError: no runs, a seed count that differs, or runs whose metrics have different keys.
+    """
+    if not runs or len(runs) != len(seeds):
+        raise ValueError(f"{len(runs)} replicate runs for {len(seeds)} seeds")
+    if len(runs) == 1:
+        return dict(runs[0])
+    mean, spread = _mean_and_std(runs, path="metrics")
+    assert isinstance(mean, dict) and isinstance(spread, dict)
+    return {**mean, "std": spread, "seeds": list(seeds)}
+
+
+def _mean_and_std(values: Sequence[Any], *, path: str) -> tuple[Any, Any]:
+    """(mean, std) of one key across runs: mappings key by key, numbers averaged, anything else kept (equal)."""
+    first = values[0]
+    if isinstance(first, Mapping):
+        if any(not isinstance(value, Mapping) or value.keys() != first.keys() for value in values):
+            raise ValueError(f"{path}: the replicate runs' metrics have different keys")
+        pairs = {key: _mean_and_std([value[key] for value in values], path=f"{path}.{key}") for key in first}
+        spreads = {key: spread for key, (_, spread) in pairs.items() if spread is not None}
+        return {key: mean for key, (mean, _) in pairs.items()}, spreads or None
+    if isinstance(first, int | float) and not isinstance(first, bool):
+        numbers = np.asarray(values, dtype=np.float64)
+        return round(float(numbers.mean()), 2), round(float(numbers.std(ddof=1)), 2)
+    if any(value != first for value in values):
+        raise ValueError(f"{path}: the replicate runs disagree ({values!r})")
+    return first, None
 
 
 def flat_metrics(metrics: dict[str, Any]) -> dict[str, float]:

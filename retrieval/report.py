@@ -60,6 +60,16 @@ def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(langs))
 
 
+def language_rows(results: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, dict[str, Any]]:
+    """Run name -> the metrics of ``lang`` (its key ``std`` the replicates' standard deviations, when there are)."""
+    rows = {}
+    for name, metrics in results.items():
+        if lang in metrics:
+            spread = metrics.get("std", {}).get(lang)
+            rows[name] = {**metrics[lang], **({"std": spread} if spread else {})}
+    return rows
+
+
 def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
     """One table per language (and per translate-search language), rows sorted by model, variant, role.
 
@@ -67,13 +77,15 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: M
         results: Run name (``<model>-<variant>-<role>``) -> its metrics.
         variant_labels: Variant name -> how the tables show it, in the order of their rows.
     """
-    lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed.", ""]
+    lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of "
+             "several seeds show mean ± sample standard deviation.", ""]  # fmt: skip
     for lang in languages_of(results):
-        rows = {name: m[lang] for name, m in results.items() if lang in m}
+        rows = language_rows(results, lang)
         lines += [f"## {_heading(lang)}", "", *_table(rows, variant_labels), ""]
-    searched = {name: m["translate_search"] for name, m in results.items() if "translate_search" in m}
-    for lang in sorted({lang for per_lang in searched.values() for lang in per_lang}):
-        rows = {name: per_lang[lang] for name, per_lang in searched.items() if lang in per_lang}
+    searched = {name: {**m["translate_search"], **({"std": m["std"]["translate_search"]} if "std" in m else {})}
+                for name, m in results.items() if "translate_search" in m}  # fmt: skip
+    for lang in sorted({lang for per_lang in searched.values() for lang in per_lang if lang != "std"}):
+        rows = language_rows(searched, lang)
         lines += [f"## translate-search: {lang} queries translated to the pivot (Table 5)", ""]
         lines += [*_table(rows, variant_labels), ""]
     return "\n".join(lines)
@@ -144,6 +156,10 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _with_std(mean: float, std: float | None) -> str:
+    return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+
+
 def _heading(key: str) -> str:
     """``en`` -> ``en``; ``en-folds`` (the ``both`` protocol) -> ``en, mean over test folds``."""
     lang, _, folds = key.partition("-")
@@ -157,8 +173,10 @@ def _table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, s
         metrics = rows[name]
         model, variant, role = split_run(name)
         cells = [model, variant_labels.get(variant, variant), role]
-        cells += [f"{metrics[direction][f'r{k}']:.1f}" for direction in ("t2i", "i2t") for k in KS]
-        cells.append(f"{metrics['rsum']:.1f}")
+        spread = metrics.get("std")
+        cells += [_with_std(metrics[direction][f"r{k}"], spread[direction][f"r{k}"] if spread else None)
+                  for direction in ("t2i", "i2t") for k in KS]  # fmt: skip
+        cells.append(_with_std(metrics["rsum"], spread["rsum"] if spread else None))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -173,7 +191,7 @@ def results_html(
     ``## `` headings and tables, e.g. :func:`diversity_markdown`) and synthesized-caption samples."""
     body = ["<h1>Retrieval results</h1>"]
     for lang in languages_of(results):
-        rows = {name: m[lang] for name, m in results.items() if lang in m}
+        rows = language_rows(results, lang)
         body += [
             f"<h2>{html.escape(_heading(lang))}</h2>",
             _html_table(rows, variant_labels),

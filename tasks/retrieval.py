@@ -24,6 +24,7 @@ from retrieval.checkpoint import load_retrieval
 from retrieval.experiment import (
     RetrievalConfig,
     Translate,
+    combine_replicates,
     flat_metrics,
     read_captions,
     test_model,
@@ -61,8 +62,8 @@ def evaluate_retrieval_model(
     config: RetrievalConfig, role: ResolvedRole, model_dir: str, captions_path: str, store_path: str, mt_models: str,
     metrics_path: str, languages: tuple[str, ...], pivot: str, beam: int, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    """Test-split R@K per test language of ``role`` (and translate-search), written to ``metrics_path`` in the
-    SPEC schema."""
+    """Test-split R@K per test language of ``role`` (and translate-search) of the model in ``model_dir``, written to
+    ``metrics_path`` in the SPEC schema."""
     loaded = load_retrieval(Path(model_dir) / "model.pt", device=runtime.torch_device())
     store = FeatureStore.open(store_path)
     rows = read_captions(Path(captions_path), split="test", languages=languages, kinds=None, human_only=True)
@@ -77,9 +78,19 @@ def evaluate_retrieval_model(
         metrics["translate_search"] = searches
     metrics["protocol"] = config.evaluation.protocol
     write_json(metrics_path, metrics)
-    table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in role.test]
-    key = f"retrieval-{Path(model_dir).name}".replace("_", "-")
-    create_table_artifact(key=key, table=table, description="Test split: R@K per language and direction")
+    return metrics
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...], run: str,
+                            metrics_path: str) -> dict[str, Any]:  # fmt: skip
+    """The replicates' test metrics combined (mean, ``std``, ``seeds``; one run as it is) -> the run's metrics file."""
+    metrics = combine_replicates(runs, seeds)
+    write_json(metrics_path, metrics)
+    table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
+    note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
+    create_table_artifact(key=f"retrieval-{run}".replace("_", "-"), table=table,
+                          description=f"Test split: R@K per language and direction{note}")  # fmt: skip
     return metrics
 
 

@@ -803,3 +803,19 @@ def test_report_rows_show_the_variant_labels_in_their_order() -> None:
     page = results_html(results, [], labels)
     assert page.index("san-none-all") < page.index("san-mmt_fbf-all") < page.index("san-paraphrases-all")
     assert page.index("san-paraphrases-all") < page.index("san-stale-all") and "MMT(f+b+f; hop 2)" in page
+
+
+def test_combining_replicates_checks_its_inputs_and_keeps_one_run_as_it_is() -> None:
+    from retrieval.experiment import combine_replicates, replicate_seeds
+
+    assert replicate_seeds(7, 3) == [7, 8, 9] and replicate_seeds(0, 1) == [0]
+    one = {"en": {"rsum": 400.0}, "protocol": "full"}
+    assert combine_replicates([one], [0]) == one  # a single run: the metrics file of before, no std keys
+    two = combine_replicates([{"en": {"rsum": 400.0, "mr": 60.0}}, {"en": {"rsum": 410.0, "mr": 70.0}}], [3, 4])
+    assert two == {"en": {"rsum": 405.0, "mr": 65.0}, "std": {"en": {"rsum": 7.07, "mr": 7.07}}, "seeds": [3, 4]}
+    with pytest.raises(ValueError, match="2 replicate runs for 3 seeds"):
+        combine_replicates([one, one], [0, 1, 2])
+    with pytest.raises(ValueError, match=r"metrics\.en: the replicate runs' metrics have different keys"):
+        combine_replicates([{"en": {"rsum": 1.0}}, {"en": {"mr": 1.0}}], [0, 1])
+    with pytest.raises(ValueError, match=r"metrics\.protocol: the replicate runs disagree"):
+        combine_replicates([{"protocol": "full"}, {"protocol": "folds"}], [0, 1])

@@ -99,3 +99,24 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
     page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
     assert "<h2>Translation (test captions)</h2>" in page and "<th>contrastive (%)</th>" in page
     assert translation_markdown({}) == []
+
+
+def test_replicated_runs_show_mean_and_standard_deviation() -> None:
+    """Three seeds of one run, combined as train_retrieval writes them: every recall and rsum is the mean, with the
+    sample standard deviation beside it, in the language tables and the translate-search table alike."""
+    from retrieval.experiment import combine_replicates
+
+    runs = [{"en": _metrics(r1), "translate_search": {"de": _metrics(r1 + 1)}, "protocol": "full"}
+            for r1 in (1.0, 2.0, 6.0)]  # fmt: skip
+    combined = combine_replicates(runs, [0, 1, 2])
+    assert combined["en"]["t2i"]["r1"] == 3.0 and combined["std"]["en"]["t2i"]["r1"] == pytest.approx(2.65, abs=0.01)
+    assert combined["seeds"] == [0, 1, 2] and combined["protocol"] == "full" and "protocol" not in combined["std"]
+    assert combined["std"]["en"]["t2i"]["r5"] == 0.0  # equal in every run
+    markdown = results_markdown({"san-none-all": combined}, LABELS)
+    # rsum = 2 (r1 + 110): mean 226.0, std 2 x 2.65 = 5.29
+    assert (
+        "| san | - | all | 3.0 ± 2.6 | 50.0 ± 0.0 | 60.0 ± 0.0 | 3.0 ± 2.6 | 50.0 ± 0.0 | 60.0 ± 0.0 | 226.0 ± 5.3 |"
+        in (markdown)
+    )
+    assert "| san | - | all | 4.0 ± 2.6 |" in markdown  # translate-search
+    assert "mean ± sample standard deviation" in markdown
