@@ -11,8 +11,8 @@ Each score comes with its sacreBLEU signature (``*_signature``), so a reader kno
 :func:`paired_bootstrap` tests whether one system beats another on the same test set (Koehn 2004), with
 sacreBLEU's paired bootstrap resampling on the ``bleu`` convention.
 
-METEOR 1.5, the primary metric of the WMT multimodal tasks, is not computed; ``meteor`` is ``None``
-and ``meteor_note`` says why.
+METEOR 1.5, the WMT multimodal tasks' second metric, is computed on the test translations by :mod:`mmt.meteor`
+(the official jar, with Java), not here: it starts a Java process, too slow for every validation.
 
 Two measures of whether a system uses the image, where the corpus records what the image decides (the built-in
 dataset does; real Multi30K does not): :func:`image_dependent_scores` (did the translation get the words whose form
@@ -31,12 +31,6 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, Result
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
-METEOR_NOTE = (
-    "METEOR 1.5 is not computed: it needs the Meteor 1.5 jar and its paraphrase tables (Java), which are "
-    "not available offline here; nltk's meteor_score is a different metric (English WordNet synonyms, no "
-    "paraphrases or tuned parameters) and would not be comparable to published METEOR 1.5 numbers."
-)
 
 # Moses XML escapes as found in Multi30K's tok files; scoring is on plain text so both sides agree.
 _MOSES_ESCAPES = {
@@ -62,7 +56,7 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], tgt
         tgt_lang: ISO 639-1 code of the target language (chooses the Moses rules).
 
     Returns:
-        ``{"bleu", "sacrebleu", "chrf"}`` as floats in 0..100, ``"meteor": None`` and ``"meteor_note"``.
+        ``{"bleu", "sacrebleu", "chrf"}`` as floats in 0..100, each with its ``*_signature``.
 
     Raises:
         ValueError: the two lists differ in length, or are empty.
@@ -78,8 +72,6 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], tgt
         "sacrebleu_signature": str(cased.get_signature()),
         "chrf": chrf.corpus_score(list(hypotheses), [list(references)]).score,
         "chrf_signature": str(chrf.get_signature()),
-        "meteor": None,
-        "meteor_note": METEOR_NOTE,
     }
 
 
@@ -221,6 +213,11 @@ def _score_tokenized(metric: BLEU, hyps_tok: Sequence[str], refs_tok: Sequence[s
     hyps = [_unescape(text) for text in hyps_tok]
     refs = [_unescape(text) for text in refs_tok]
     return float(metric.corpus_score(hyps, [refs]).score)
+
+
+def scoring_tokens(texts: Sequence[str], lang: str) -> list[str]:
+    """Detokenised sentences as lowercased Moses tokens, the ``bleu`` convention (METEOR scores these too)."""
+    return [_scoring_tokens(text, lang).lower() for text in texts]
 
 
 def _scoring_tokens(text: str, lang: str) -> str:

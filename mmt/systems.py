@@ -28,7 +28,14 @@ from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, write_js
 from features.store import FeatureStore
 from mmt.checkpoint import load_pretrained_into
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
-from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
+from mmt.meteor import meteor_scores
+from mmt.metrics import (
+    ContrastiveScores,
+    contrastive_accuracy,
+    image_dependent_scores,
+    scoring_tokens,
+    translation_scores,
+)
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs, examples
 from mmt.text import SubwordConfig, TextPipeline
@@ -312,17 +319,18 @@ def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, be
                     contrastive: Sequence[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
     """The scores of the system in ``folder`` on ``test``.
 
-    BLEU (both conventions), chrF with their signatures and the METEOR note; for a multimodal system also its image
-    awareness (Elliott 2018): BLEU with every sentence's own image minus BLEU with another sentence's image
-    (:func:`shuffled_images`), ``None`` for text-only systems. Where the corpus records them, ``image_dependent``
-    (:func:`image_dependent_metrics`) and ``contrastive`` (:func:`contrastive_metrics`) on ``contrastive``, the
-    direction's items; otherwise these keys hold why they are absent.
+    BLEU (both conventions), chrF with their signatures, METEOR 1.5 (or why not: :mod:`mmt.meteor`); for a
+    multimodal system also its image awareness (Elliott 2018): BLEU with every sentence's own image minus BLEU with
+    another sentence's image (:func:`shuffled_images`), ``None`` for text-only systems. Where the corpus records them,
+    ``image_dependent`` (:func:`image_dependent_metrics`) and ``contrastive`` (:func:`contrastive_metrics`) on
+    ``contrastive``, the direction's items; otherwise these keys hold why they are absent.
     """
     system = load_system(folder, store, runtime)
     multimodal = system_backend(Path(folder)).multimodal
     hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
     metrics: dict[str, object] = {**translation_scores(hypotheses, test.tgt, tgt), "test_sentences": len(test.src),
                                   "beam": beam, "bleu_shuffled_images": None, "image_awareness": None}  # fmt: skip
+    metrics.update(meteor_scores(scoring_tokens(hypotheses, tgt), scoring_tokens(test.tgt, tgt), tgt))
     if multimodal and test.image_ids is not None:
         blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64)
         blind_bleu = translation_scores(blind, test.tgt, tgt)["bleu"]

@@ -128,7 +128,8 @@ def diversity_markdown(
 
 
 def translation_markdown(translation: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The translation systems' test scores: BLEU (lowercased, tokenised), chrF, the MMT's image awareness and, where
+    """The translation systems' test scores: BLEU (lowercased, tokenised), chrF, METEOR 1.5 (``-`` where it could not
+    run; the metrics file says why, and which modules ran), the MMT's image awareness and, where
     the corpus records them, the image-dependent words found, BLEU on the sentences that have such words, and the
     contrastive accuracy (a text-only system scores 50). ``-`` where a value does not apply or was not recorded.
 
@@ -138,12 +139,13 @@ def translation_markdown(translation: Mapping[str, Mapping[str, Any]]) -> list[s
     if not translation:
         return []
     lines = ["## Translation (test captions)", "",
-             "| system | BLEU | chrF | image awareness | image-dependent words (%) | BLEU, sentences with them | "
-             "contrastive (%) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| system | BLEU | chrF | METEOR | image awareness | image-dependent words (%) | "
+             "BLEU, sentences with them | contrastive (%) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name in sorted(translation):
         metrics = translation[name]
         words, contrastive = metrics.get("image_dependent"), metrics.get("contrastive")  # absent in older files
-        cells = [name, _cell(metrics["bleu"]), _cell(metrics["chrf"]), _cell(metrics.get("image_awareness")),
+        cells = [name, _cell(metrics["bleu"]), _cell(metrics["chrf"]), _cell(metrics.get("meteor")),
+                 _cell(metrics.get("image_awareness")),
                  _cell(100 * words["word_accuracy"] if isinstance(words, dict) else None),
                  _cell(words["bleu"] if isinstance(words, dict) else None),
                  _cell(100 * contrastive["accuracy"] if isinstance(contrastive, dict) else None)]  # fmt: skip

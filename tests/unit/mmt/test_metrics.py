@@ -14,6 +14,7 @@ from mmt.metrics import (
     image_dependent_accuracy,
     image_dependent_scores,
     paired_bootstrap,
+    scoring_tokens,
     translation_scores,
 )
 
@@ -78,10 +79,11 @@ def test_moses_escapes_in_references_are_undone() -> None:
     assert bleu_corpus_tokenized(["a b c d &apos;"], ["a b c d &amp;apos;"]) < 100.0
 
 
-def test_meteor_is_reported_as_not_computed() -> None:
-    scores = translation_scores(["a dog ."], ["a dog ."], "en")
-    assert scores["meteor"] is None
-    assert "METEOR 1.5" in str(scores["meteor_note"])
+def test_scoring_tokens_are_the_lowercased_moses_tokens_bleu_scores() -> None:
+    # Moses' English punctuation normaliser moves the full stop inside the closing quote
+    assert scoring_tokens(['A dog\'s ball, "red".'], "en") == ['a dog \'s ball , " red . "']
+    sentence = ["A dog runs in the snow."]
+    assert bleu_corpus_tokenized(scoring_tokens(sentence, "en"), ["a dog runs in the snow ."]) == pytest.approx(100.0)
 
 
 def test_count_mismatch_names_both_counts() -> None:

@@ -81,7 +81,7 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
     translation = {
         "mt-en-de": {"bleu": 30.0, "chrf": 55.0, "image_awareness": None, "image_dependent": {**words,
                      "word_accuracy": 0.25}, "contrastive": {"items": 2, "accuracy": 0.5}},
-        "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "image_awareness": 1.5, "image_dependent": words,
+        "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "meteor": 52.04, "image_awareness": 1.5, "image_dependent": words,
                       "contrastive": {"items": 2, "accuracy": 0.625}},
         "mmt-de-en": {"bleu": 20.0, "chrf": 45.0, "image_awareness": -0.5,
                       "image_dependent": "no test caption in en has image-dependent words",
@@ -91,10 +91,10 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
     lines = translation_markdown(translation)
     assert lines[0] == "## Translation (test captions)"
     assert lines[4:8] == [
-        "| mmt-de-en | 20.0 | 45.0 | -0.5 | - | - | - |",
-        "| mmt-en-de | 31.2 | 56.0 | 1.5 | 75.0 | 40.0 | 62.5 |",
-        "| mt-de-en | 19.0 | 44.0 | - | - | - | - |",
-        "| mt-en-de | 30.0 | 55.0 | - | 25.0 | 40.0 | 50.0 |",
+        "| mmt-de-en | 20.0 | 45.0 | - | -0.5 | - | - | - |",
+        "| mmt-en-de | 31.2 | 56.0 | 52.0 | 1.5 | 75.0 | 40.0 | 62.5 |",
+        "| mt-de-en | 19.0 | 44.0 | - | - | - | - | - |",
+        "| mt-en-de | 30.0 | 55.0 | - | - | 25.0 | 40.0 | 50.0 |",
     ]
     page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
     assert "<h2>Translation (test captions)</h2>" in page and "<th>contrastive (%)</th>" in page
