@@ -47,12 +47,13 @@ def run_stage(
     argv: Sequence[str] | None,
     body: Callable[[argparse.Namespace, Params], Result],
 ) -> Result:
-    """Parse ``argv``, load params and run ``body``; bad params or input end the process with the message alone."""
+    """Parse ``argv``, load params and run ``body``; bad params or input, and a training that diverged (its settings
+    are the usual cause), end the process with the message alone and exit status 2."""
     args = parser.parse_args(argv)
     _show_library_progress()
     try:
         return body(args, load_params(args.params))
-    except (ParamsError, InputError) as error:
+    except (ParamsError, InputError, FloatingPointError) as error:  # bad params or input; training that diverged
         _fail(parser.prog, error)
 
 

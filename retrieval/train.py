@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -139,11 +140,12 @@ def fit(
         for indices in batches:
             progress = step / steps_total
             if c2c_pairs is not None and rng.random() < config.c2c_probability:
-                value = _c2c_step(model, train, c2c_pairs, optimizer, config, device, autocast, rng, loss.margin)
+                value = _c2c_step(model, train, c2c_pairs, optimizer, config, device, autocast, rng, loss.margin,
+                                  where=f"epoch {epoch}, step {step}")  # fmt: skip
                 c2c_losses.append(value)
             else:
                 value = _ranking_step(model, train, indices, regions, optimizer, epoch_loss, weights, config, device,
-                                      autocast, progress)  # fmt: skip
+                                      autocast, progress, where=f"epoch {epoch}, step {step}")  # fmt: skip
                 losses.append(value)
             step += 1
         seconds = time.perf_counter() - started
@@ -186,6 +188,8 @@ def _ranking_step(
     device: torch.device,
     autocast: AutocastFactory,
     progress: float,
+    *,
+    where: str,
 ) -> float:
     rows, caption_image = images_of(train.image_rows[indices])
     texts = text_batch(train, indices).to(device)
@@ -200,16 +204,27 @@ def _ranking_step(
         context = BatchContext(caption_index, texts.langs, progress)
         for extra in model.extra_losses(image_embedded, text_embedded, context).values():
             total = total + extra.float()
-    return _apply(model, optimizer, total, config.clip)
+    return _apply(model, optimizer, total, config.clip, where=where)
 
 
-def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tensor, clip: float) -> float:
+def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tensor, clip: float, *, where: str) -> float:
+    """Backward, clip, one optimiser step; a non-finite loss or gradient stops training before the step is taken
+    (a model trained on through NaN would be published at chance).
+
+    Raises:
+        FloatingPointError: the loss or the gradient norm is NaN or infinite; the message names ``where``.
+    """
+    value = float(total.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"retrieval training diverged at {where}: the loss is {value} (try a lower "
+                                 f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)")  # fmt: skip
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # type: ignore[no-untyped-call]
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else math.inf)
+    if not math.isfinite(float(norm)):
+        raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {float(norm)}")
     optimizer.step()
-    return float(total.detach())
+    return value
 
 
 def _cross_lingual_pairs(train: CaptionSet) -> dict[int, dict[int, np.ndarray]]:
@@ -249,6 +264,8 @@ def _c2c_step(
     autocast: AutocastFactory,
     rng: np.random.Generator,
     margin: float,
+    *,
+    where: str,
 ) -> float:
     """Kádár et al.'s caption-caption step: anchors play the images' part; one anchor per image, so the
     diagonal holds the only positives."""
@@ -261,7 +278,7 @@ def _c2c_step(
         positive = diagonal.unsqueeze(0) == diagonal.unsqueeze(1)
         zeros = torch.zeros_like(diagonal)
         total = harder_negative_loss(sims, positive, diagonal, zeros, sims.new_ones(1), margin)
-    return _apply(model, optimizer, total, config.clip)
+    return _apply(model, optimizer, total, config.clip, where=f"{where} (caption-caption)")
 
 
 def pretrain(
@@ -297,7 +314,7 @@ def pretrain(
                 encoded = model.encode_texts(texts)
                 context = BatchContext(torch.from_numpy(caption_image).to(device), texts.langs, epoch / epochs)
                 total = model.pretrain_loss(encoded, context)
-            losses.append(_apply(model, optimizer, total, config.clip))
+            losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch}"))
         logger.info("pre-training epoch %d: loss %.4f", epoch, float(np.mean(losses)))
 
 

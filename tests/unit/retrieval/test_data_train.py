@@ -222,3 +222,24 @@ def test_unknown_model_lists_known_ones() -> None:
         make_config("san", {"rnn": "cnn"}, path="configs.san")
     with pytest.raises(SettingError, match=r"^hidden: expected an integer, got '512'"):
         make_config("san", {"hidden": "512"})
+
+
+def test_a_non_finite_loss_or_gradient_stops_training_naming_epoch_and_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loss that turns NaN at the fourth step stops fit before that step's update; an infinite gradient too."""
+    import retrieval.train as train_module
+
+    real = train_module.RankingLoss.__call__
+    calls = {"n": 0}
+
+    def poisoned(self: object, *args: object, **kwargs: object) -> torch.Tensor:
+        calls["n"] += 1
+        value = real(self, *args, **kwargs)  # type: ignore[arg-type]
+        return value * float("nan") if calls["n"] == 4 else value
+
+    monkeypatch.setattr(train_module.RankingLoss, "__call__", poisoned)
+    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 0, step 3: the loss is nan"):
+        train_toy("san", epochs=3)
+    monkeypatch.setattr(train_module.RankingLoss, "__call__", real)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("inf")))
+    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 0, step 0: the gradient norm"):
+        train_toy("san", epochs=1)
