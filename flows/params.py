@@ -171,10 +171,36 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     if not source.is_file():
         raise ParamsError(f"{source}: file not found")
     try:
-        tree = yaml.safe_load(source.read_text(encoding="utf-8"))
+        text = source.read_bytes().decode("utf-8-sig")  # a byte-order mark is not part of the first key
+    except UnicodeDecodeError as error:
+        raise ParamsError(f"{source}: not UTF-8 (byte {error.start}: {error.reason})") from None
+    try:
+        tree = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader that rejects duplicate keys
+    except _DuplicateKey as error:
+        raise ParamsError(f"{source}:{error.line}: {error}") from None
     except yaml.YAMLError as error:
-        raise ParamsError(f"{source}: not valid YAML: {error}") from None
+        raise ParamsError(f"{source}: not valid YAML: {' '.join(str(error).split())}") from None
     return parse_params(tree, source=str(source))
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: object, line: int, first: int) -> None:
+        super().__init__(f"duplicate key {key!r} (first given on line {first}); each key once")
+        self.line = line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_params(tree: Any, *, source: str = "params.yaml") -> Params:

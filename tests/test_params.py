@@ -106,6 +106,29 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     broken.write_text("seed: [1,\n", encoding="utf-8")
     with pytest.raises(ParamsError, match=rf"{re.escape(str(broken))}: not valid YAML"):
         load_params(broken)
+    try:
+        load_params(broken)
+    except ParamsError as error:
+        assert "\n" not in str(error), "one line, whatever YAML's own message looks like"
+
+
+def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
+    """A key given twice is an error naming its line (PyYAML would keep the last one silently); bytes that are not
+    UTF-8 are an error naming their offset; a UTF-8 byte-order mark is not part of the first key."""
+    repository = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
+    doubled = tmp_path / "doubled.yaml"
+    doubled.write_text(repository.replace("    lr: 0.0005\n", "    lr: 0.0005\n    lr: 0.5\n", 1), encoding="utf-8")
+    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr: 0.5") + 1
+    with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr' "
+                                          rf"\(first given on line {line - 1}\); each key once$"):  # fmt: skip
+        load_params(doubled)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"seed: 0\n# caf\xe9\n")
+    with pytest.raises(ParamsError, match=rf"^{re.escape(str(latin))}: not UTF-8 \(byte 13: invalid"):
+        load_params(latin)
+    marked = tmp_path / "marked.yaml"
+    marked.write_bytes(b"\xef\xbb\xbf" + repository.encode("utf-8"))
+    assert load_params(marked) == load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 
 
 def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str, Any]) -> None:
