@@ -83,7 +83,9 @@ def uncovered(files: set[Path], deps: list[str]) -> list[str]:
     return sorted(str(file.relative_to(REPO)) for file in files if not covered(file))
 
 
-@pytest.mark.parametrize(("name", "module", "deps"), stages(), ids=lambda value: value if isinstance(value, str) else "")
+@pytest.mark.parametrize(
+    ("name", "module", "deps"), stages(), ids=lambda value: value if isinstance(value, str) else ""
+)
 def test_every_stage_depends_on_the_code_it_runs(name: str, module: str, deps: list[str]) -> None:
     flow = REPO.joinpath(*module.split(".")).with_suffix(".py")
     assert uncovered(code_of_stage(flow), deps) == [], f"{name}: add these to its deps in dvc.yaml"
@@ -101,3 +103,16 @@ def test_the_import_walk_follows_packages_functions_and_relative_imports(tmp_pat
     assert REPO / "retrieval" / "search.py" in cli  # imported inside a function of the CLI
     assert uncovered({REPO / "mmt" / "beam.py"}, ["mmt"]) == []
     assert uncovered({REPO / "mmt" / "beam.py"}, ["mmt/model.py"]) == ["mmt/beam.py"]
+
+
+def test_train_mmt_depends_on_every_mmt_setting_but_the_target_list() -> None:
+    """Adding a language to mmt.targets must not retrain the others; any other mmt setting must."""
+    import dataclasses
+
+    import yaml
+
+    from mmt.systems import SystemsConfig
+
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]["train_mmt"]["do"]
+    keys = {key for key in stage["params"] if isinstance(key, str) and key.startswith("mmt.")}
+    assert keys == {f"mmt.{field.name}" for field in dataclasses.fields(SystemsConfig)} - {"mmt.targets"}
