@@ -21,6 +21,17 @@ class InputError(ValueError):
     """Bad input data: the message names the file (and line or row) and what was expected."""
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once: os.umask can only be read by setting it, which is not safe while other threads create files.
+_UMASK = _current_umask()
+FILE_MODE, DIR_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK  # what open() and mkdir() would give; mkstemp gives 0600
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary file path beside ``path``; rename it onto ``path`` only on success."""
@@ -31,6 +42,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        if tmp.is_file():
+            os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -44,9 +57,11 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        os.chmod(tmp, DIR_MODE)
         if target.exists():
             trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
             os.replace(target, trash / target.name)
@@ -57,6 +72,47 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_stale_temporaries(target: Path) -> None:
+    """Remove the temporary siblings (``.<name>.*.tmp``) that a killed writer of ``target`` left behind."""
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def staged_children(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder inside ``folder``; on success move each of its entries into ``folder``, replacing
+    an entry of the same name, by one rename each.
+
+    For a stage whose outputs are several entries of one folder (system folders, metrics files): killed at any
+    moment, each output is absent (or the earlier one) or complete, never a half-written one a reader would take.
+
+    Raises:
+        Whatever the block raises; nothing is moved then, and the temporary folder is removed.
+    """
+    parent = Path(folder)
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(parent / "staged")
+    tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=".tmp", dir=parent))
+    try:
+        yield tmp
+        for entry in sorted(tmp.iterdir()):
+            destination = parent / entry.name
+            if entry.is_dir():
+                os.chmod(entry, DIR_MODE)
+                if destination.exists():
+                    trash = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".tmp", dir=parent))
+                    os.replace(destination, trash / entry.name)
+                    os.replace(entry, destination)
+                    shutil.rmtree(trash, ignore_errors=True)
+                    continue
+            os.replace(entry, destination)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_json(path: str | os.PathLike[str], data: object) -> None:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_table_artifact
 
-from corpora.io import write_text
+from corpora.io import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
@@ -58,8 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         variants = {
             name: variant for name, variant in params.augment.variants.items() if name in params.retrieval.variants
         }
-        with tags(*run_tags("augment")):
-            augment(variants, args.prepared, files, args.out, args.metrics)
+        with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
+            augment(variants, args.prepared, files, str(out), args.metrics)
 
     run_stage(parser, argv, body)
 

@@ -128,7 +128,7 @@ def search(args: argparse.Namespace) -> None:
 
     from features.store import FeatureStore
     from retrieval.checkpoint import load_retrieval
-    from retrieval.search import describe, fingerprint, gallery_embeddings, hits_json
+    from retrieval.search import cache_file, default_cache_dir, describe, fingerprint, gallery_embeddings, hits_json
     from retrieval.search import search as run_search
 
     model_dir = Path(args.model)
@@ -149,7 +149,7 @@ def search(args: argparse.Namespace) -> None:
         raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
     paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
     identity = fingerprint(model_dir / "model.pt", store_path / "regions.npy", store_path / "index.parquet")
-    cache = model_dir / f"gallery-{args.split}.pt"
+    cache = cache_file(Path(args.cache_dir) if args.cache_dir else default_cache_dir(), identity, args.split)
     gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
                                  device=device)  # fmt: skip
     hits = run_search(loaded, gallery, image_ids, " ".join(args.query), args.lang, k=args.k, device=device)
@@ -214,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     find.add_argument("--prepared", default="data/prepared/synthetic", help="the prepared corpus (images.parquet)")
     find.add_argument("--images", default="data/raw/synthetic/images", help="image folder the paths are under")
     find.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    find.add_argument("--cache-dir", help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
+                      "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)")  # fmt: skip
     find.add_argument("--device", default="cpu")
     find.set_defaults(run=search)
     prof = commands.add_parser("profile", help="apply one of the papers' experiments (profiles/<name>.yaml)")

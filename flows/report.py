@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from prefect import flow, tags
 
+from corpora.io import atomic_dir
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
 from tasks.retrieval import write_report
@@ -44,8 +45,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         images = params.corpus(args.corpus).images
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
-        with tags(*run_tags("report")):
-            report(args.metrics, args.augmented, args.prepared, images, args.out, labels, args.diversity,
+        with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
+            report(args.metrics, args.augmented, args.prepared, images, str(out), labels, args.diversity,
                    args.round_trips, args.translation)  # fmt: skip
 
     run_stage(parser, argv, body)

@@ -21,6 +21,7 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from corpora.io import staged_children
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from flows.params import Params, ParamsError
@@ -87,9 +88,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "mmt" in params.mmt.systems and args.store is None:
             raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
         runtime = Runtime.resolve(params.device, params.precision)
-        with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
+        # the four system folders and their metrics files appear only once all are complete (a killed run leaves
+        # none of them, rather than folders holding an early best-so-far checkpoint)
+        with (
+            tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"),
+            staged_children(args.models) as models,
+            staged_children(args.metrics) as metrics,
+        ):
             train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,
-                      args.models, args.mt_models, args.metrics, params.seed, runtime)  # fmt: skip
+                      str(models), args.mt_models, str(metrics), params.seed, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

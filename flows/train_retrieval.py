@@ -16,7 +16,7 @@ from typing import Any
 
 from prefect import flow, tags
 
-from corpora.io import InputError
+from corpora.io import InputError, atomic_dir
 from flows.params import Params
 from flows.stage import run_stage, run_tags, stage_parser
 from retrieval.experiment import replicate_seeds
@@ -73,9 +73,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         check_names(args.model, args.variant, args.role, params)
         runtime = Runtime.resolve(params.device, params.precision)
-        with tags(*run_tags("train_retrieval"), f"model:{args.model}", f"variant:{args.variant}", f"role:{args.role}"):
+        run_tags_ = (
+            *run_tags("train_retrieval"),
+            f"model:{args.model}",
+            f"variant:{args.variant}",
+            f"role:{args.role}",
+        )
+        with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
             train_retrieval(params, args.model, args.variant, args.role, args.augmented, args.store, args.word_vectors,
-                            args.mt_models, args.out, args.metrics, runtime)  # fmt: skip
+                            args.mt_models, str(out), args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -1,15 +1,18 @@
 """Text-to-image search with a trained model over a gallery of FeatureStore images.
 
 For models whose image embedding does not depend on the query (``gallery_cacheable``: SAN, DAN, MULE, VSE++,
-...), the gallery is encoded once and kept in ``<model dir>/gallery-<name>.pt``; the cache records the model
-file's and the store's fingerprints and is rebuilt when either changes. SCAN scores every (image, query)
-pair, so its gallery is re-encoded per search (chunked, as in evaluation).
+...), the gallery is encoded once and kept in a cache folder outside the model folder (a DVC output that reading
+must not change), in a file named by the model file's and the store's fingerprints; a cache that is unreadable,
+of other images or holds other than finite vectors of the gallery's size is never trusted: it is rebuilt. SCAN
+scores every (image, query) pair, so its gallery is re-encoded per search (chunked, as in evaluation).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,8 @@ from retrieval.data import RegionLookup
 from retrieval.inference import encode_images, evaluating, similarity_matrix
 from retrieval.model import Embedded, TextBatch
 from retrieval.vocab import EmptyCaptionError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,36 @@ def fingerprint(*paths: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def cache_file(cache_dir: Path, identity: str, split: str) -> Path:
+    """The gallery cache of a model and store (``identity``: :func:`fingerprint`) for the images of ``split``."""
+    return cache_dir / f"gallery-{hashlib.sha256(f'{identity}:{split}'.encode()).hexdigest()[:20]}.pt"
+
+
+def default_cache_dir() -> Path:
+    """``$MMTR_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmtr``, else ``~/.cache/mmtr``."""
+    if os.environ.get("MMTR_CACHE_DIR"):
+        return Path(os.environ["MMTR_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtr"
+
+
+def _cached(cache: Path, identity: str, image_ids: Sequence[str]) -> Embedded | None:
+    """The cached embeddings when the file is readable and matches; None (with a warning) otherwise."""
+    try:
+        stored = torch.load(cache, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, corrupt or foreign files raise many types
+        logger.warning("%s: unreadable gallery cache (%s); rebuilding it", cache, type(error).__name__)
+        return None
+    vectors = stored.get("vectors") if isinstance(stored, dict) else None
+    if not (isinstance(stored, dict) and stored.get("identity") == identity
+            and stored.get("image_ids") == list(image_ids)):  # fmt: skip
+        return None  # another model, store or gallery: a cache of other inputs, not an error
+    if not (isinstance(vectors, torch.Tensor) and vectors.is_floating_point() and vectors.dim() >= 2
+            and vectors.size(0) == len(image_ids) and bool(torch.isfinite(vectors).all())):  # fmt: skip
+        logger.warning("%s: gallery cache holds no finite vectors of %d images; rebuilding it", cache, len(image_ids))
+        return None
+    return Embedded(vectors)
+
+
 def gallery_embeddings(
     loaded: LoadedModel,
     regions: RegionLookup,
@@ -50,11 +85,12 @@ def gallery_embeddings(
     identity: str,
     device: torch.device,
 ) -> Embedded:
-    """The gallery's image embeddings, from ``cache`` when it matches ``identity`` and ``image_ids``."""
+    """The gallery's image embeddings, from ``cache`` when it holds valid ones of ``identity`` and ``image_ids``;
+    otherwise encoded and, for a cacheable model, written to ``cache``."""
     if cache is not None and cache.is_file():
-        stored = torch.load(cache, map_location="cpu", weights_only=True)
-        if stored.get("identity") == identity and stored.get("image_ids") == list(image_ids):
-            return Embedded(stored["vectors"])
+        cached = _cached(cache, identity, image_ids)
+        if cached is not None:
+            return cached
     embedded = encode_images(loaded.model, regions, rows, device=device)
     if cache is not None and loaded.model.gallery_cacheable:
         with atomic_path(cache) as tmp:

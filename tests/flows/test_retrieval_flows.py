@@ -100,21 +100,37 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
 
 
 def test_search_cli_ranks_the_gallery_and_caches_it(
-    runs: dict[str, Path], tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Path], tiny_dataset: TinyDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2"]
-    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f-all"]), "--lang", "de", *common])
+    """The gallery cache lives outside the model folder (a DVC output reading must not change); a corrupt or
+    planted cache is rebuilt, never trusted."""
+    cache = tmp_path / "cache"
+    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2",
+              "--cache-dir", str(cache)]  # fmt: skip
+    model = runs["san-mmt_f-all"]
+    before = sorted(path.name for path in model.iterdir())
+    cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", *common])
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[0].split()[0] == "1" and lines[0].split()[2].startswith("syn")
     scores = [float(line.split()[1]) for line in lines]
     assert scores == sorted(scores, reverse=True)
-    assert (runs["san-mmt_f-all"] / "gallery-test.pt").is_file()
-    cli.main(["search", "ein roter kreis", "--model", str(runs["san-mmt_f-all"]), "--lang", "de", "--json", *common])
+    assert sorted(path.name for path in model.iterdir()) == before
+    [cached_file] = list(cache.glob("gallery-*.pt"))
+    cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", "--json", *common])
     cached = json.loads(capsys.readouterr().out)
     assert [hit["score"] for hit in cached] == pytest.approx(scores, abs=1e-4)  # the table shows 4 decimals
+    stored = torch.load(cached_file, weights_only=True)
+    for planted in (b"not a checkpoint", None):
+        if planted is None:  # the right identity and images, but vectors that would rank garbage
+            torch.save({**stored, "vectors": torch.full_like(stored["vectors"], float("nan"))}, cached_file)
+        else:
+            cached_file.write_bytes(planted)
+        cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", "--json", *common])
+        assert [hit["score"] for hit in json.loads(capsys.readouterr().out)] == pytest.approx(scores, abs=1e-4)
+        assert torch.equal(torch.load(cached_file, weights_only=True)["vectors"], stored["vectors"])  # rebuilt
     cli.main(["search", "a red circle", "--model", str(runs["scan-mmt_f-all"]), "--lang", "en", *common])
     assert len(capsys.readouterr().out.splitlines()) == 2
-    assert not (runs["scan-mmt_f-all"] / "gallery-test.pt").exists()  # SCAN's image side depends on the query
+    assert len(list(cache.glob("gallery-*.pt"))) == 1  # SCAN's image side depends on the query: nothing cached
 
 
 def test_search_cli_errors(
