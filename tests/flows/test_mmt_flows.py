@@ -26,7 +26,8 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         checkpoint = torch.load(folder / "finetune.pt", weights_only=True)
         assert checkpoint["shape"]["region_dim"] == 16  # the tiny compact store's D
         backend = "mmt" if system.startswith("mmt") else "text-only"
-        assert json.loads((folder / "system.json").read_text()) == {"backend": backend}
+        src, tgt = system.split("-")[1:]
+        assert json.loads((folder / "system.json").read_text()) == {"backend": backend, "src": src, "tgt": tgt}
         metrics = json.loads((trained / "metrics" / "mmt" / f"{system}.json").read_text())
         assert {"bleu", "sacrebleu", "chrf", "meteor", "meteor_note"} <= set(metrics)
         assert metrics["test_sentences"] == 3 and 0 <= metrics["bleu"] <= 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,41 @@ def test_parallel_mismatch_names_both_files_and_counts(tmp_path: Path) -> None:
     tgt.write_text("x\ny\n", encoding="utf-8")
     with pytest.raises(InputError, match=rf"{src} has 3 lines, {tgt} has 2 lines"):
         read_parallel_lines(src, tgt)
+
+
+def test_written_files_and_folders_get_the_umask_mode_not_the_temporary_0600(tmp_path: Path) -> None:
+    import stat
+
+    from corpora.io import DIR_MODE, FILE_MODE, atomic_dir, write_text
+
+    write_text(tmp_path / "report.md", "# results\n")
+    assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == FILE_MODE
+    with atomic_dir(tmp_path / "folder") as folder:
+        (folder / "a.txt").write_text("a")
+    assert stat.S_IMODE((tmp_path / "folder").stat().st_mode) == DIR_MODE
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (0o666 & ~mask, 0o777 & ~mask) == (FILE_MODE, DIR_MODE)
+
+
+def test_staged_children_move_in_whole_entries_only_when_the_block_succeeds(tmp_path: Path) -> None:
+    from corpora.io import staged_children
+
+    out = tmp_path / "models"
+    (out / "mmt-en-de").mkdir(parents=True)
+    (out / "mmt-en-de" / "old.pt").write_text("old")
+    (out / "keep.json").write_text("untouched")
+    with pytest.raises(RuntimeError), staged_children(out) as staged:
+        (staged / "mmt-en-de").mkdir()
+        (staged / "mmt-en-de" / "pretrain.pt").write_text("early")
+        raise RuntimeError("killed half way")
+    assert sorted(p.name for p in out.iterdir()) == ["keep.json", "mmt-en-de"]  # nothing moved, no temporary left
+    assert (out / "mmt-en-de" / "old.pt").read_text() == "old"
+    stale = out / ".staged.abc.tmp"  # what a kill -9 leaves behind
+    stale.mkdir()
+    with staged_children(out) as staged:
+        (staged / "mmt-en-de").mkdir()
+        (staged / "mmt-en-de" / "finetune.pt").write_text("new")
+        (staged / "mmt-en-de.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == ["keep.json", "mmt-en-de", "mmt-en-de.json"]
+    assert sorted(p.name for p in (out / "mmt-en-de").iterdir()) == ["finetune.pt"]  # replaced as a whole

@@ -1,0 +1,75 @@
+"""kill -9 in the middle of a stage that writes several outputs: each output is absent or complete, never a
+folder a reader would take for finished (the README's promise); the next run removes what the kill left and
+completes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.flows.conftest import TinyDataset
+
+pytestmark = [pytest.mark.slow, pytest.mark.flow]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kill_when(command: list[str], ready: Callable[[], bool], env: dict[str, str], timeout: float = 300) -> None:
+    """Start ``command``, SIGKILL its process group as soon as ``ready()`` holds (or fail if it never does)."""
+    process = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the stage ended before the moment to kill it came"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def visible(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if not path.name.startswith(".")) if folder.exists() else []
+
+
+def test_train_mmt_killed_mid_training_leaves_no_system_folder(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    models, metrics = tmp_path / "models", tmp_path / "metrics"
+    command = [sys.executable, "-m", "flows.train_mmt", "--params", str(tiny_dataset.params), "--target", "de",
+               "--prepared", str(tiny_dataset.prepared), "--store", str(trained / "features" / "compact"),
+               "--models", str(models), "--parallel", str(tiny_dataset.parallel),
+               "--mt_models", str(tmp_path / "mt-models"), "--metrics", str(metrics)]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+
+    def first_direction_fine_tuned() -> bool:  # the en->de MMT has its best-so-far checkpoint: mid-stage
+        return any(models.glob(".staged.*/mmt-en-de/finetune.pt"))
+
+    kill_when(command, first_direction_fine_tuned, env)
+    assert visible(models) == [] and visible(metrics) == [], "a killed run must publish no system or metrics file"
+    assert list(models.glob(".staged.*.tmp")), "the kill left its temporary folder (removed by the next run)"
+
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert visible(models) == ["mmt-de-en", "mmt-en-de", "mt-de-en", "mt-en-de"]
+    assert not list(models.glob(".*.tmp")) and not list(metrics.glob(".*.tmp"))
+    assert {"mmt-en-de.json", "mt-de-en.json", "mmt-vs-mt-en-de.json"} <= set(visible(metrics))
+    for folder in visible(models):
+        assert (models / folder / "finetune.pt").is_file() and (models / folder / "system.json").is_file()
+
+
+def test_augment_killed_leaves_every_variant_or_none(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    out = tmp_path / "augmented"
+    command = [sys.executable, "-m", "flows.augment", "--params", str(trained / "every-variant.yaml"),
+               "--prepared", str(tiny_dataset.prepared), "--synthesized", str(trained / "synthesized"),
+               "--out", str(out), "--metrics", str(tmp_path / "augment.json")]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    kill_when(command, lambda: any(tmp_path.glob(".augmented.*.tmp/*/captions.parquet")), env)
+    assert not out.exists() and not (tmp_path / "augment.json").exists()
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert visible(out) == sorted(visible(trained / "augmented")) and not list(tmp_path.glob(".augmented.*.tmp"))
