@@ -14,6 +14,7 @@ from corpora.io import InputError
 from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
 from flows.params import ParamsError, load_params
 from flows.profiles import apply_profile, profile_names, profile_summary
+from flows.stage import add_debug_flag, user_errors
 
 
 def check_params(args: argparse.Namespace) -> None:
@@ -75,6 +76,39 @@ def _print_rows(rows: list[dict[str, object]]) -> None:
     print()
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count, a beam width)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def read_input_lines(name: str) -> list[str]:
+    """The lines of the file ``name`` (``-``: standard input), UTF-8 with an optional byte-order mark.
+
+    Raises:
+        InputError: a missing or unreadable file, or bytes that are not UTF-8 (the line is named).
+    """
+    where = "<stdin>" if name == "-" else name
+    try:
+        if name == "-":  # bytes, so that bad UTF-8 is named here; a text-only stream (tests) as it is
+            raw = getattr(sys.stdin, "buffer", None)
+            data = raw.read() if raw is not None else sys.stdin.read().encode("utf-8")
+        else:
+            data = Path(name).read_bytes()
+    except OSError as error:
+        raise InputError(f"{where}: cannot read it ({error.strerror or error})") from None
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError(f"{where}:{line}: not UTF-8 (byte {error.start}: {error.reason})") from None
+
+
 def translate(args: argparse.Namespace) -> None:
     """Translate sentences (one per line) from a file or stdin with a trained system of any backend (through the
     registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
@@ -105,10 +139,7 @@ def translate(args: argparse.Namespace) -> None:
     else:
         translator = systems.load_system(str(model_dir), args.store if store else None,
                                          Runtime.resolve(args.device, "fp32"))  # fmt: skip
-    if args.input == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        lines = Path(args.input).read_text(encoding="utf-8").splitlines()
+    lines = read_input_lines(args.input)
     image_ids = None
     if args.store:  # lines carry their image; a text-only system ignores it
         pairs = [line.split("\t", 1) for line in lines]
@@ -181,13 +212,14 @@ def profile(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
+    add_debug_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check-params", help="validate params.yaml and summarise it")
     check.add_argument("--params", default="params.yaml")
     check.set_defaults(run=check_params)
     show = commands.add_parser("inspect", help="validate a prepared folder and print its counts and samples")
     show.add_argument("prepared", nargs="?", default="data/prepared", help="a prepared corpus, or the root of all")
-    show.add_argument("--samples", type=int, default=3, help="captions shown per language")
+    show.add_argument("--samples", type=positive_int, default=3, help="captions shown per language")
     show.set_defaults(run=inspect)
     trans = commands.add_parser("translate", help="translate sentences with a trained (M)MT model")
     trans.add_argument("--src", required=True, help="source language, e.g. en")
@@ -201,14 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trans.add_argument("--store", help="FeatureStore folder: translate with image regions (lines: image_id<TAB>text)")
     trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
-    trans.add_argument("--beam", type=int, default=5)
+    trans.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
     trans.add_argument("--device", default="cpu")
     trans.set_defaults(run=translate)
     find = commands.add_parser("search", help="search images by text with a trained retrieval model")
     find.add_argument("query", nargs="+", help="the query text")
     find.add_argument("--model", required=True, help="model folder, e.g. data/models/retrieval/san-mmt_f")
     find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
-    find.add_argument("-k", type=int, default=5, help="how many images to list (default 5)")
+    find.add_argument("-k", type=positive_int, default=5, help="how many images to list (default 5)")
     find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
     find.add_argument("--store", help="FeatureStore folder (default: the one the model was trained with)")
     find.add_argument("--prepared", default="data/prepared/synthetic", help="the prepared corpus (images.parquet)")
@@ -230,11 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
+    with user_errors("mmtr", debug=args.debug):
         args.run(args)
-    except (ParamsError, InputError) as error:
-        print(f"mmtr: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -139,6 +139,9 @@ class Params:
             if name not in variants:
                 raise SettingError(key, f"unknown name {name!r}; known: {', '.join(variants)}")
             origin = variants[name].origin
+            if origin is not None and not self.mmt.targets:  # no target language: nothing is synthesized
+                raise SettingError(key, f"{name} adds synthesized captions; mmt.targets is empty (name a target "
+                                        f"language, or keep only the variant none)")  # fmt: skip
             if origin is not None and origin not in self.mmt.systems:  # `synthesize` would not run that system
                 raise SettingError(key, f"{name} needs the {origin} system; mmt.systems is {list(self.mmt.systems)}")
             if variants[name].hops > self.synthesis.hops:  # `augment` would find no captions of the later hops

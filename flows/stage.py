@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn, TypeVar
 
 from corpora.io import InputError
 from flows.params import Params, ParamsError, RunnerParams, load_params
 
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
+DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
+# What a user can cause: bad params or input files, and a training run that diverged (its settings are the cause).
+# Anything else is a bug and keeps its traceback.
+USER_ERRORS = (ParamsError, InputError, FloatingPointError)
 
 Result = TypeVar("Result")
 
@@ -20,7 +25,46 @@ Result = TypeVar("Result")
 def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m flows.{stage}", description=description)
     parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    add_debug_flag(parser)
     return parser
+
+
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an error too (or set {DEBUG_ENV}=1)")  # fmt: skip
+
+
+@contextlib.contextmanager
+def user_errors(prog: str, *, debug: bool) -> Iterator[None]:
+    """A user error inside ends the process with one line, ``<prog>: error: <message>``, and exit status 2 (with
+    ``debug`` or ``MMTR_DEBUG=1`` it propagates, traceback and all); any other exception propagates as it is."""
+    try:
+        yield
+    except USER_ERRORS as error:
+        if debug or os.environ.get(DEBUG_ENV) == "1":
+            raise
+        _fail(prog, error)
+
+
+def check_prefect_api() -> None:
+    """With ``PREFECT_API_URL`` set, a server must answer before any work starts (else Prefect fails half-way with
+    chained tracebacks, after DVC has already removed the stage's outputs).
+
+    Raises:
+        InputError: no server answers at that address within 5 seconds.
+    """
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return
+    import httpx
+
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=5.0).raise_for_status()
+    except httpx.HTTPError as error:
+        raise InputError(
+            f"PREFECT_API_URL={url}: no Prefect server answers ({type(error).__name__}); start one "
+            f"(prefect server start) or unset PREFECT_API_URL to run without one"
+        ) from None
 
 
 def run_tags(stage: str) -> list[str]:
@@ -51,10 +95,11 @@ def run_stage(
     are the usual cause), end the process with the message alone and exit status 2."""
     args = parser.parse_args(argv)
     _show_library_progress()
-    try:
-        return body(args, load_params(args.params))
-    except (ParamsError, InputError, FloatingPointError) as error:  # bad params or input; training that diverged
-        _fail(parser.prog, error)
+    with user_errors(parser.prog, debug=args.debug):
+        params = load_params(args.params)
+        check_prefect_api()
+        return body(args, params)
+    raise AssertionError("unreachable: user_errors exits or re-raises")
 
 
 def _show_library_progress() -> None:
