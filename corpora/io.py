@@ -164,6 +164,7 @@ def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> li
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:
             raise InputError(f"{source}: not a valid gzip file ({error})") from None
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is no part of the first line
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -95,7 +95,9 @@ def _load_entries(json_path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))  # a byte-order mark is not JSON
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a Karpathy split file") from None
     except json.JSONDecodeError as error:
         raise InputError(f"{path}:{error.lineno}:{error.colno}: invalid JSON ({error.msg})") from None
     except UnicodeDecodeError as error:

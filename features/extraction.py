@@ -201,11 +201,30 @@ def _load_images(jobs: Sequence[ImageJob]) -> tuple[list[np.ndarray | None], lis
     bad: list[tuple[str, str]] = []
     for job in jobs:
         try:
-            loaded.append(load_rgb(job.path))
+            image = load_rgb(job.path)
+            _check_given_boxes(job, image)
+            loaded.append(image)
         except BadImageError as error:
             loaded.append(None)
             bad.append((job.path, error.reason))
     return loaded, bad
+
+
+def _check_given_boxes(job: ImageJob, image: np.ndarray) -> None:
+    """A given box must overlap its image: one wholly outside would yield a "valid" region of nothing.
+
+    Raises:
+        BadImageError: naming the first such box and the image's size.
+    """
+    if job.boxes is None or not len(job.boxes):
+        return
+    height, width = image.shape[:2]
+    boxes = np.asarray(job.boxes, dtype=np.float64)
+    outside = (boxes[:, 0] >= width) | (boxes[:, 1] >= height) | (boxes[:, 2] <= 0) | (boxes[:, 3] <= 0)
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        box = ", ".join(f"{value:g}" for value in boxes[first])
+        raise BadImageError(Path(job.path), f"given box {first} ({box}) lies outside the {width}x{height} image")
 
 
 def _boxes_of(job: ImageJob) -> np.ndarray:

@@ -44,7 +44,10 @@ def load_rgb(path: str | Path) -> np.ndarray:
                 rgb = _to_rgb(image, source)
     except BadImageError:
         raise
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as error:
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
+        # more pixels than PIL's limit (Image.MAX_IMAGE_PIXELS): bad input, never a transient failure to retry
+        raise BadImageError(source, f"too many pixels, a possible decompression bomb ({error})") from None
+    except (OSError, SyntaxError, ValueError) as error:
         reason = "truncated" if "truncated" in str(error) else f"not a readable image ({error})"
         raise BadImageError(source, reason) from None
     if rgb.shape[0] == 0 or rgb.shape[1] == 0:

@@ -114,3 +114,12 @@ def test_staged_children_move_in_whole_entries_only_when_the_block_succeeds(tmp_
         (staged / "mmt-en-de.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["keep.json", "mmt-en-de", "mmt-en-de.json"]
     assert sorted(p.name for p in (out / "mmt-en-de").iterdir()) == ["finetune.pt"]  # replaced as a whole
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_line(tmp_path: Path) -> None:
+    """Multi30K-layout text, image lists and WMT files saved by editors that write a UTF-8 byte-order mark: the
+    first caption and the first image name come out without it (plain and gzip alike)."""
+    plain, packed = tmp_path / "train.en", tmp_path / "train.en.gz"
+    plain.write_bytes(b"\xef\xbb\xbfA dog.\nTwo cats.\n")
+    packed.write_bytes(gzip.compress(b"\xef\xbb\xbfA dog.\nTwo cats.\n"))
+    assert read_lines(plain) == read_lines(packed) == ["A dog.", "Two cats."]

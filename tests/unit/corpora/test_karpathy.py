@@ -130,3 +130,18 @@ def test_invalid_json_and_wrong_language(tmp_path: Path) -> None:
     path = write_json(tmp_path / "e.json", [flickr_entry("1.jpg", "train")])
     with pytest.raises(InputError, match="unknown language code 'EN'"):
         read_karpathy(path, dataset="flickr30k", image_root=None, lang="EN")
+
+
+def test_byte_order_mark_and_deeply_nested_json(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark (as Windows editors write) is no part of the JSON; a file nested past Python's
+    recursion limit is bad input named as such, not a RecursionError."""
+    plain = write_json(tmp_path / "plain.json", [flickr_entry("11.jpg", "train")])
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    corpus = read_karpathy(marked, dataset="flickr30k", image_root=None)
+    assert corpus.images["image_id"].to_pylist() == ["11"]
+    assert corpus.captions.equals(read_karpathy(plain, dataset="flickr30k", image_root=None).captions)
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(nested))}: JSON nested too deeply"):
+        read_karpathy(nested, dataset="flickr30k", image_root=None)

@@ -135,3 +135,24 @@ def test_assemble_refuses_unfinished_shards(tmp_path: Path) -> None:
     ledger = ShardLedger(tmp_path / "work", "a" * 64)
     with pytest.raises(RuntimeError, match=r"shards not finished: \['shard-00000', 'shard-00001'\]"):
         assemble(ledger, plan_shards(jobs, 2), tmp_path / "store")
+
+
+def test_given_boxes_outside_a_tiny_image_and_a_decompression_bomb_are_bad_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A box wholly outside its image would give a "valid" region of nothing; an image over PIL's pixel limit is
+    refused as bad input (recorded or failing like any bad image), never retried as a transient error."""
+    jobs = make_jobs(tmp_path, 3)
+    tiny = tmp_path / "tiny.png"
+    Image.new("RGB", (4, 4), (255, 0, 0)).save(tiny)
+    jobs[1] = ImageJob("im1", str(tiny), np.array([[0, 0, 3, 3], [10, 10, 20, 20]], np.float32))
+    big = tmp_path / "big.png"
+    Image.new("RGB", (40, 40)).save(big)
+    jobs[2] = ImageJob("im2", str(big), jobs[2].boxes)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)  # 1,600 pixels: over twice the limit
+    ledger, _ = run_all(tmp_path / "skip", jobs, "skip")
+    assemble(ledger, plan_shards(jobs, 2), tmp_path / "store")
+    errors = FeatureStore.open(tmp_path / "store").index.column("error").to_pylist()
+    assert errors[0] is None
+    assert errors[1] == "given box 1 (10, 10, 20, 20) lies outside the 4x4 image"
+    assert errors[2].startswith("too many pixels, a possible decompression bomb")
