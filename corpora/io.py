@@ -74,6 +74,14 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def user_cache_dir() -> Path:
+    """Where readers keep what they may rebuild (never inside a DVC output): ``$MMTR_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/mmtr``, else ``~/.cache/mmtr``."""
+    if os.environ.get("MMTR_CACHE_DIR"):
+        return Path(os.environ["MMTR_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtr"
+
+
 def remove_stale_temporaries(target: Path) -> None:
     """Remove the temporary siblings (``.<name>.*.tmp``) that a killed writer of ``target`` left behind."""
     for stale in target.parent.glob(f".{target.name}.*.tmp"):

@@ -19,6 +19,8 @@ regions.npy without any allocation behind it.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -30,10 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpora.io import InputError, atomic_dir
+from corpora.io import InputError, atomic_dir, user_cache_dir
 from features.npy import RowWriter, create_npy, read_row_set, read_rows
 from features.regions import ImageRegions
 from features.store_format import FILES, INDEX_SCHEMA, checked_layout, make_meta, read_index, read_meta, row_numbers
+
+_VERIFIED: set[str] = set()  # stores (path and array versions) found finite in this process
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)  # 65504: larger features would become inf
 PathLike = str | os.PathLike[str]
@@ -301,7 +305,25 @@ class FeatureStore:
             raise InputError(f"{root}: not a feature store, missing {missing}")
         meta = read_meta(root / "meta.json")
         index = read_index(root / "index.parquet", meta["num_images"], meta["max_regions"])
-        return cls(root, meta, index)
+        store = cls(root, meta, index)
+        store._check_finite_once()
+        return store
+
+    def _check_finite_once(self) -> None:
+        """:meth:`check_finite` once per version of the arrays: a success is remembered for this process and in the
+        user cache folder (by path, size and modification time of both arrays), so a store changed after it was
+        written (NaN ranked as search results, trained on) is caught when next opened, at one streaming pass."""
+        stamps = [(self.path / name).stat() for name in ("regions.npy", "boxes.npy")]
+        identity = f"{self.path.resolve()}|" + "|".join(f"{s.st_size}:{s.st_mtime_ns}:{s.st_ino}" for s in stamps)
+        key = hashlib.sha256(identity.encode()).hexdigest()[:32]
+        marker = user_cache_dir() / "verified-stores" / key
+        if key in _VERIFIED or marker.is_file():
+            return
+        self.check_finite()
+        _VERIFIED.add(key)
+        with contextlib.suppress(OSError):  # an unwritable cache only costs a check next time
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
 
     def __len__(self) -> int:
         return len(self.image_ids)

@@ -157,9 +157,10 @@ def search(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
     import torch
 
+    from corpora.io import user_cache_dir
     from features.store import FeatureStore
     from retrieval.checkpoint import load_retrieval
-    from retrieval.search import cache_file, default_cache_dir, describe, fingerprint, gallery_embeddings, hits_json
+    from retrieval.search import cache_file, describe, fingerprint, gallery_embeddings, hits_json
     from retrieval.search import search as run_search
 
     model_dir = Path(args.model)
@@ -180,7 +181,7 @@ def search(args: argparse.Namespace) -> None:
         raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
     paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
     identity = fingerprint(model_dir / "model.pt", store_path / "regions.npy", store_path / "index.parquet")
-    cache = cache_file(Path(args.cache_dir) if args.cache_dir else default_cache_dir(), identity, args.split)
+    cache = cache_file(Path(args.cache_dir) if args.cache_dir else user_cache_dir(), identity, args.split)
     gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
                                  device=device)  # fmt: skip
     hits = run_search(loaded, gallery, image_ids, " ".join(args.query), args.lang, k=args.k, device=device)

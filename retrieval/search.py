@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,13 +47,6 @@ def fingerprint(*paths: Path) -> str:
 def cache_file(cache_dir: Path, identity: str, split: str) -> Path:
     """The gallery cache of a model and store (``identity``: :func:`fingerprint`) for the images of ``split``."""
     return cache_dir / f"gallery-{hashlib.sha256(f'{identity}:{split}'.encode()).hexdigest()[:20]}.pt"
-
-
-def default_cache_dir() -> Path:
-    """``$MMTR_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmtr``, else ``~/.cache/mmtr``."""
-    if os.environ.get("MMTR_CACHE_DIR"):
-        return Path(os.environ["MMTR_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtr"
 
 
 def _cached(cache: Path, identity: str, image_ids: Sequence[str]) -> Embedded | None:

@@ -114,7 +114,7 @@ def run_shards(
 def assemble_store(ledger_root: str, fingerprint: str, shards: list[Shard], out: str) -> None:
     ledger = ShardLedger(ledger_root, fingerprint)
     assemble(ledger, shards, Path(out))
-    FeatureStore.open(out).check_finite()
+    FeatureStore.open(out)  # opening checks every value is finite
     ledger.remove()
     get_run_logger().info(
         "Wrote the FeatureStore %s (%d images); removed its shards", out, sum(len(s.jobs) for s in shards)
@@ -134,7 +134,6 @@ def import_features(config: FeaturesConfig, prepared: str, inputs: str, out: str
     entry = EXTRACTORS[config.extractor]
     assert isinstance(entry, FeatureImporter)
     entry.run(config, read_images(Path(prepared) / "images.parquet"), Path(inputs), Path(out))
-    store = FeatureStore.open(out)
-    store.check_finite()
+    store = FeatureStore.open(out)  # opening checks every value is finite
     get_run_logger().info("Imported %d images into %s", len(store), out)
     return {"images": len(store), "bad_images": 0, "regions": int(store.num_regions.sum())}

@@ -14,6 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Readers' caches (verified feature stores, search galleries) in a throwaway folder, not the user's.
+os.environ["MMTR_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmtr-cache-")
 
 
 def _shared_data_root() -> Path:

@@ -254,17 +254,24 @@ def test_open_refuses_a_corrupted_store(tmp_path: Path, name: str) -> None:
         FeatureStore.open(tmp_path / "store")
 
 
-def test_check_finite_names_the_first_bad_images(tmp_path: Path) -> None:
+def test_check_finite_names_the_first_bad_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values written into a store after it was made are caught the next time it is opened (a store read before
+    stays usable for the check itself); a store found finite is not read again while its arrays are unchanged."""
     _write_store(tmp_path / "store")
-    FeatureStore.open(tmp_path / "store").check_finite(chunk_rows=2)
+    opened = FeatureStore.open(tmp_path / "store")
+    checks: list[str] = []
+    real = FeatureStore.check_finite
+    monkeypatch.setattr(FeatureStore, "check_finite", lambda self, **kw: checks.append("x") or real(self, **kw))
+    FeatureStore.open(tmp_path / "store")
+    assert checks == []  # verified when first opened: remembered
     regions = np.load(tmp_path / "store" / "regions.npy", mmap_mode="r+")
     regions[3, 0, 0], regions[6, 1, 2] = np.inf, np.nan
     regions.flush()
     del regions
     with pytest.raises(InputError, match=r"regions.npy: NaN or Inf in the rows of image\(s\) \['img3'\]"):
-        FeatureStore.open(tmp_path / "store").check_finite(chunk_rows=2)
-    with pytest.raises(InputError, match=r"\['img3', 'img6'\]"):
-        FeatureStore.open(tmp_path / "store").check_finite()
+        opened.check_finite(chunk_rows=2)
+    with pytest.raises(InputError, match=r"regions\.npy: NaN or Inf in the rows of image\(s\) \['img3', 'img6'\]"):
+        FeatureStore.open(tmp_path / "store")
 
 
 def _write_shards(root: Path, shards: list[list[str]]) -> list[Path]:
