@@ -76,6 +76,36 @@ def load_mmt(path: PathLike, *, device: torch.device) -> tuple[RegionalMMT, dict
     return model.to(device).eval(), checkpoint["extra"]
 
 
+def record_text_pipeline(path: PathLike, identity: dict[str, str]) -> None:
+    """Add the text pipeline a checkpoint was trained with (``TextPipeline.identity``) to its ``extra``, so that a
+    loader can refuse a checkpoint copied beside another direction's or another corpus's vocabularies."""
+    checkpoint = read_checkpoint(path, device=torch.device("cpu"))
+    checkpoint["extra"] = {**checkpoint["extra"], "text_pipeline": dict(identity)}
+    with atomic_path(path) as tmp:
+        torch.save(checkpoint, tmp)
+
+
+def check_text_pipeline(path: PathLike, checkpoint_shape: MMTShape, extra: dict[str, Any],
+                        identity: dict[str, str], src_size: int, tgt_size: int, folder: PathLike) -> None:  # fmt: skip
+    """Refuse a checkpoint that was not trained with the text pipeline of ``folder``.
+
+    Raises:
+        InputError: the vocabulary sizes differ from the checkpoint's, or the recorded pipeline (direction, the
+            subword models' hashes) is another one; both sides are named.
+    """
+    if (checkpoint_shape.src_vocab, checkpoint_shape.tgt_vocab) != (src_size, tgt_size):
+        raise InputError(f"{path}: vocabularies of {checkpoint_shape.src_vocab}/{checkpoint_shape.tgt_vocab} subwords, "
+                         f"but the text pipeline in {folder} has {src_size}/{tgt_size}: the checkpoint belongs to "
+                         f"another system folder")  # fmt: skip
+    recorded = extra.get("text_pipeline")
+    if recorded is not None and recorded != identity:
+        differ = sorted(key for key in identity if recorded.get(key) != identity[key])
+        raise InputError(f"{path}: trained with another text pipeline ({recorded.get('src_lang')}->"
+                         f"{recorded.get('tgt_lang')}; differs in {', '.join(differ)}) than the one in {folder} "
+                         f"({identity['src_lang']}->{identity['tgt_lang']}): the checkpoint belongs to another "
+                         f"system folder")  # fmt: skip
+
+
 def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
     """Copy a (text-only) pre-trained checkpoint into ``model`` for fine-tuning with regions.
 

@@ -26,7 +26,7 @@ import torch
 
 from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, write_json
 from features.store import FeatureStore
-from mmt.checkpoint import load_pretrained_into
+from mmt.checkpoint import load_pretrained_into, record_text_pipeline
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
 from mmt.meteor import meteor_scores
 from mmt.metrics import (
@@ -162,6 +162,7 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
                                          limit=VALIDATION_SENTENCES), config=training,
                  seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
                  progress=report)  # fmt: skip
+    record_text_pipeline(checkpoint, text.identity())
     logger.info("%s: best validation BLEU %.2f at step %d", name, result.best_score, result.best_step)
     return result.best_score
 

@@ -8,6 +8,7 @@ masks on them.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -103,6 +104,11 @@ class SubwordVocab:
         """Write the serialized model atomically."""
         with atomic_path(path) as tmp:
             tmp.write_bytes(self._proto)
+
+    @property
+    def serialized(self) -> bytes:
+        """The sentencepiece model's bytes (what :meth:`save` writes)."""
+        return self._proto
 
     @property
     def size(self) -> int:
@@ -271,6 +277,12 @@ class TextPipeline:
         self.tgt_vocab = tgt_vocab
         self.src_text = MosesText(config.src_lang, config.lowercase)
         self.tgt_text = MosesText(config.tgt_lang, config.lowercase)
+
+    def identity(self) -> dict[str, str]:
+        """What a model trained with this pipeline depends on: the direction and both subword models' hashes."""
+        return {"src_lang": self.config.src_lang, "tgt_lang": self.config.tgt_lang,
+                "src_vocab_sha256": hashlib.sha256(self.src_vocab.serialized).hexdigest(),
+                "tgt_vocab_sha256": hashlib.sha256(self.tgt_vocab.serialized).hexdigest()}  # fmt: skip
 
     @classmethod
     def train(

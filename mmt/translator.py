@@ -14,7 +14,7 @@ import torch
 from corpora.io import InputError
 from features.store import FeatureStore
 from mmt.beam import beam_search
-from mmt.checkpoint import load_mmt
+from mmt.checkpoint import check_text_pipeline, load_mmt
 from mmt.model import RegionalMMT, SourceBatch, pad_ids, source_batch
 from mmt.text import TextPipeline
 
@@ -62,10 +62,11 @@ class MMTTranslator:
         folder = Path(model_dir)
         if not (folder / checkpoint).is_file():
             raise InputError(f"{folder / checkpoint}: no trained model (run the train_mmt stage for this pair)")
-        model, _ = load_mmt(folder / checkpoint, device=device)
-        return cls(
-            model, TextPipeline.load(folder), name=folder.name, regions=regions, device=device, autocast=autocast
-        )
+        model, extra = load_mmt(folder / checkpoint, device=device)
+        text = TextPipeline.load(folder)
+        check_text_pipeline(folder / checkpoint, model.shape, extra, text.identity(), text.src_vocab.size,
+                            text.tgt_vocab.size, folder)  # fmt: skip
+        return cls(model, text, name=folder.name, regions=regions, device=device, autocast=autocast)
 
     def translate(
         self,

@@ -600,3 +600,25 @@ def test_shuffled_images_give_every_sentence_another_image() -> None:
     assert shuffled_images(["a", "a", "b", "c", "b"]) == ["b", "b", "c", "a", "c"]
     with pytest.raises(ValueError, match="needs two distinct images, got 1"):
         shuffled_images(["a", "a"])
+
+
+def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Trained, tmp_path: Path) -> None:
+    """The en->de checkpoint in a folder whose text pipeline is de->en (the two subword models and languages
+    swapped): loading names the checkpoint and says it belongs to another system folder, whether the vocabulary
+    sizes already differ or only the recorded pipeline does."""
+    import shutil
+
+    source = trained.folder("mmt")
+    checkpoint = torch.load(source / "finetune.pt", weights_only=True)
+    assert checkpoint["extra"]["text_pipeline"]["src_lang"] == "en"  # recorded when training ended
+    swapped = tmp_path / "mmt-de-en"
+    shutil.copytree(source, swapped)
+    (swapped / "src.model").write_bytes((source / "tgt.model").read_bytes())
+    (swapped / "tgt.model").write_bytes((source / "src.model").read_bytes())
+    config = json.loads((source / "text.json").read_text())
+    config.update(src_lang="de", tgt_lang="en", src_vocab_size=config["tgt_vocab_size"],
+                  tgt_vocab_size=config["src_vocab_size"])  # fmt: skip
+    (swapped / "text.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r"finetune\.pt: .*the checkpoint belongs to another system folder"):
+        MMTTranslator.load(swapped, "finetune.pt", regions=None, device=torch.device("cpu"))
+    MMTTranslator.load(source, "finetune.pt", regions=None, device=torch.device("cpu"))  # its own folder: fine
