@@ -102,8 +102,9 @@ def read_input_lines(name: str) -> list[str]:
             data = Path(name).read_bytes()
     except OSError as error:
         raise InputError(f"{where}: cannot read it ({error.strerror or error})") from None
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first line
     try:
-        return data.decode("utf-8-sig").splitlines()
+        return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise InputError(f"{where}:{line}: not UTF-8 (byte {error.start}: {error.reason})") from None
