@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -167,6 +168,9 @@ def train_encoder(
                 attribute_logits, data.attributes[batch], reduction="sum"
             )
             loss = loss + attribute_loss / len(batch)
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(f"compact encoder training diverged at epoch {epoch}: the loss is "
+                                         f"{loss.item()} (try a lower features.compact.training.lr)")  # fmt: skip
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -404,9 +404,15 @@ def _fit(
             loss = _batch_loss(
                 model, tokenizer, [src_texts[i] for i in batch], [tgt_texts[i] for i in batch], config, device
             )
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(f"Marian training diverged at epoch {epoch}, step {step}: the loss is "
+                                         f"{loss.item()} (try a lower mmt.marian.train.lr)")  # fmt: skip
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm))
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"Marian training diverged at epoch {epoch}, step {step}: the gradient "
+                                         f"norm is {norm}")  # fmt: skip
             optimizer.step()
             scheduler.step()
             step += 1

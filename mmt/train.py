@@ -252,7 +252,7 @@ def fit(
             batch, tgt_in, tgt_out = collate(train, indices, regions=regions, shape=model.shape, device=device)
             with autocast():
                 loss = mmt_loss(model, batch, tgt_in, tgt_out)
-            losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step))
+            losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step, epoch=epoch))
             report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
             epoch_end = position == len(batches)
             if (step % config.eval_every == 0) if config.eval_every else epoch_end:
@@ -280,15 +280,25 @@ def _update(
     *,
     clip: float,
     step: int,
+    epoch: int,
 ) -> float:
-    """Backward, clip the gradient norm, one Adam step; returns the loss value."""
+    """Backward, clip the gradient norm, one Adam step; returns the loss value.
+
+    Raises:
+        FloatingPointError: a non-finite loss or gradient norm (without fp16 loss scaling, which skips such steps
+            itself), before the update, naming the epoch and step.
+    """
     value = float(loss.detach())
+    where = f"MMT training diverged at epoch {epoch}, step {step}"
     if not math.isfinite(value) and not scaler.is_enabled():
-        raise FloatingPointError(f"training step {step}: the loss is {value}")
+        raise FloatingPointError(f"{where}: the loss is {value} (try a lower learning rate in mmt.pretrain or "
+                                 f"mmt.finetune)")  # fmt: skip
     optimizer.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()
     scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+    if not math.isfinite(norm) and not scaler.is_enabled():
+        raise FloatingPointError(f"{where}: the gradient norm is {norm}")
     scaler.step(optimizer)
     scaler.update()
     return value

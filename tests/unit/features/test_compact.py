@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import features.compact
 from features.compact import (
     CompactConfig,
     CompactExtractor,
@@ -93,3 +94,12 @@ def test_save_load_round_trip_and_extract(tmp_path: Path) -> None:
     np.testing.assert_allclose(regions.features, expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="more than max_regions=3"):
         extractor.extract([image], [np.tile(boxes, (2, 1))])
+
+
+def test_a_non_finite_loss_stops_the_encoder_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    examples, objects, attributes = toy_material()
+    data = labelled_glimpses(examples, TINY, objects=objects, attributes=attributes)
+    monkeypatch.setattr(features.compact.F, "cross_entropy", lambda *args, **kw: torch.tensor(float("nan")))
+    with pytest.raises(FloatingPointError, match=r"^compact encoder training diverged at epoch 1: the loss is nan"):
+        train_encoder(data, TINY, CompactTraining(epochs=2, batch_size=8, lr=1e-2), objects=objects,
+                      attributes=attributes, seed=3)  # fmt: skip

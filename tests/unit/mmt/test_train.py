@@ -298,3 +298,31 @@ def test_loading_something_else_fails_clearly(tmp_path: Path) -> None:
         load_mmt(tmp_path / "other.pt", device=CPU)
     with pytest.raises(InputError, match="not found"):
         load_mmt(tmp_path / "missing.pt", device=CPU)
+
+
+def test_a_non_finite_loss_or_gradient_stops_training_before_the_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loss turns NaN at the third step: fit stops there naming epoch and step, and the checkpoint holds no
+    weights of that step; an infinite gradient norm stops it too."""
+    import mmt.train as train_module
+
+    real, calls = train_module.mmt_loss, {"n": 0}
+
+    def poisoned(*args: object) -> torch.Tensor:
+        calls["n"] += 1
+        loss = real(*args)  # type: ignore[arg-type]
+        return loss * float("nan") if calls["n"] == 3 else loss
+
+    monkeypatch.setattr(train_module, "mmt_loss", poisoned)
+    config = TrainConfig(epochs=3, batch_size=4, lr=1e-2, patience=1000)
+    common = {"regions": None, "evaluate": exact_matches(toy_pairs()), "config": config, "seed": 1, "device": CPU,
+              "autocast": no_autocast, "checkpoint_path": tmp_path / "mmt.pt"}  # fmt: skip
+    with pytest.raises(FloatingPointError, match=r"^MMT training diverged at epoch 2, step 3: the loss is nan"):
+        fit(new_model(), toy_pairs(), **common)  # type: ignore[arg-type]
+    monkeypatch.setattr(train_module, "mmt_loss", real)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("inf")))
+    with pytest.raises(
+        FloatingPointError, match=r"^MMT training diverged at epoch 1, step 1: the gradient norm is inf"
+    ):
+        fit(new_model(), toy_pairs(), **common)  # type: ignore[arg-type]
