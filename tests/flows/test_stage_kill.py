@@ -73,3 +73,39 @@ def test_augment_killed_leaves_every_variant_or_none(
     assert not out.exists() and not (tmp_path / "augment.json").exists()
     subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
     assert visible(out) == sorted(visible(trained / "augmented")) and not list(tmp_path.glob(".augmented.*.tmp"))
+
+
+def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    tree = tiny_params_tree()
+    tree["retrieval"]["replicates"] = 2
+    params = write_params(tmp_path / "params.yaml", tree)
+    out, metrics = tmp_path / "san-mmt_f-all", tmp_path / "san-mmt_f-all.json"
+    command = [sys.executable, "-m", "flows.train_retrieval", "--params", str(params), "--model", "san",
+               "--variant", "mmt_f", "--role", "all", "--augmented", str(trained / "augmented"),
+               "--store", str(trained / "features" / "compact"), "--word_vectors", str(REPO / "data/raw/word-vectors"),
+               "--mt_models", str(trained / "models"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.pt")), env)  # first seed done
+    assert not out.exists() and not metrics.exists()
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert (out / "model.pt").is_file() and (out / "replicates" / "seed-1" / "model.pt").is_file()
+    assert metrics.is_file() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_generate_killed_while_rendering_leaves_no_dataset(tmp_path: Path, prefect_api_url: str) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    tree = tiny_params_tree()
+    tree["generate"].update(splits={"train": 300, "val": 10, "test": 10})
+    params = write_params(tmp_path / "params.yaml", tree)
+    out = tmp_path / "synthetic"
+    command = [sys.executable, "-m", "flows.generate", "--params", str(params), "--out", str(out)]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    kill_when(command, lambda: len(list(tmp_path.glob(".synthetic.*.tmp/images/*.png"))) >= 20, env)
+    assert not out.exists()
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert len(list((out / "images").glob("*.png"))) == 320 and not list(tmp_path.glob(".synthetic.*.tmp"))
