@@ -200,7 +200,8 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
                     "--metrics", str(tmp_path / "metrics")])  # fmt: skip
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
-    assert json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text()) == {"backend": "marian"}
+    marian = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
+    assert marian == {"backend": "marian", "src": "en", "tgt": "de"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
     synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet"),
                      "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip

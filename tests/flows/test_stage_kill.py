@@ -109,3 +109,45 @@ def test_generate_killed_while_rendering_leaves_no_dataset(tmp_path: Path, prefe
     assert not out.exists()
     subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
     assert len(list((out / "images").glob("*.png"))) == 320 and not list(tmp_path.glob(".synthetic.*.tmp"))
+
+
+def _tree_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("stage", ["prepare", "report"])
+def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
+    stage: str, trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    """Killed the moment its temporary folder appears (or, had it finished first, after it ended), the output is
+    absent or byte-identical to an uninterrupted run's."""
+    if stage == "prepare":
+        out = tmp_path / "synthetic"
+        args = ["--corpus", "synthetic"]
+    else:
+        out = tmp_path / "reports"
+        args = ["--metrics", str(trained / "metrics" / "retrieval"), "--augmented", str(trained / "augmented"),
+                "--prepared", str(tiny_dataset.prepared), "--corpus", "synthetic",
+                "--diversity", str(trained / "metrics" / "augment.json"),
+                "--round_trips", str(trained / "metrics" / "synthesis"),
+                "--translation", str(trained / "metrics" / "mmt")]  # fmt: skip
+    if stage == "report" and not (trained / "metrics" / "retrieval").is_dir():  # run alone: one run to report
+        from tests.flows.test_retrieval_flows import run_stage
+
+        run_stage(tiny_dataset, trained, "san", "none")
+    command = [sys.executable, "-m", f"flows.{stage}", "--params", str(tiny_dataset.params), *args]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    reference = tmp_path / "reference"
+    subprocess.run([*command, "--out", str(reference)], cwd=REPO, env=env, check=True, capture_output=True)
+    process = subprocess.Popen([*command, "--out", str(out)], cwd=REPO, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not any(tmp_path.glob(f".{out.name}.*.tmp")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    if out.exists():
+        assert _tree_bytes(out) == _tree_bytes(reference)
+    subprocess.run([*command, "--out", str(out)], cwd=REPO, env=env, check=True, capture_output=True)
+    assert _tree_bytes(out) == _tree_bytes(reference) and not list(tmp_path.glob(f".{out.name}.*.tmp"))
