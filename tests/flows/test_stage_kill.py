@@ -115,7 +115,7 @@ def _tree_bytes(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-@pytest.mark.parametrize("stage", ["prepare", "report"])
+@pytest.mark.parametrize("stage", ["prepare", "prepare_parallel", "report"])
 def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
     stage: str, trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
@@ -124,6 +124,9 @@ def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
     if stage == "prepare":
         out = tmp_path / "synthetic"
         args = ["--corpus", "synthetic"]
+    elif stage == "prepare_parallel":
+        out = tmp_path / "parallel"
+        args = ["--parallel", str(tiny_dataset.raw / "parallel")]
     else:
         out = tmp_path / "reports"
         args = ["--metrics", str(trained / "metrics" / "retrieval"), "--augmented", str(trained / "augmented"),
@@ -151,3 +154,20 @@ def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
         assert _tree_bytes(out) == _tree_bytes(reference)
     subprocess.run([*command, "--out", str(out)], cwd=REPO, env=env, check=True, capture_output=True)
     assert _tree_bytes(out) == _tree_bytes(reference) and not list(tmp_path.glob(f".{out.name}.*.tmp"))
+
+
+def test_synthesize_killed_after_its_first_shards_publishes_nothing_and_resumes(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    out, metrics, work = tmp_path / "de.parquet", tmp_path / "de.json", tmp_path / "work"
+    command = [sys.executable, "-m", "flows.synthesize", "--params", str(tiny_dataset.params), "--target", "de",
+               "--prepared", str(tiny_dataset.prepared), "--store", str(trained / "features" / "compact"),
+               "--models", str(trained / "models"), "--work", str(work), "--out", str(out),
+               "--metrics", str(metrics)]  # fmt: skip
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    kill_when(command, lambda: len(list(work.rglob("shard-*.parquet"))) >= 2, env)
+    assert not out.exists() and not metrics.exists()
+    finished = len(list(work.rglob("shard-*.parquet")))
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert out.read_bytes() == (trained / "synthesized" / "de.parquet").read_bytes()  # as an uninterrupted run
+    assert finished >= 2 and metrics.is_file()
