@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 class InputError(ValueError):
@@ -121,6 +122,37 @@ def staged_children(folder: str | os.PathLike[str]) -> Iterator[Path]:
             os.replace(entry, destination)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """JSON from ``text``, a byte-order mark skipped.
+
+    Raises:
+        InputError: invalid JSON or UTF-8, or nesting past Python's recursion limit; the message names ``where``.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InputError(f"{where}: not UTF-8 (byte {error.start}: {error.reason})") from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as error:
+        if "\n" not in text.strip():  # one line (a JSON Lines record): ``where`` names the line already
+            raise InputError(f"{where}: not valid JSON at column {error.colno} ({error.msg})") from None
+        raise InputError(f"{where}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON file at ``path`` (see :func:`parse_json`); a missing file is an :class:`InputError` too."""
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as error:
+        raise InputError(f"{source}: cannot read it ({error.strerror or error})") from None
+    return parse_json(data, str(source))
 
 
 def write_json(path: str | os.PathLike[str], data: object) -> None:

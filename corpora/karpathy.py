@@ -19,14 +19,13 @@ same order), so it must never be shuffled or sorted.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from corpora.human_captions import comparable_corpus
 from corpora.image_files import ListedImage
-from corpora.io import InputError
+from corpora.io import InputError, read_json
 from corpora.languages import check_language
 from corpora.prepared import Corpus
 from settings.checks import check_range
@@ -94,14 +93,7 @@ def _load_entries(json_path: Path) -> list[dict[str, Any]]:
     path = Path(json_path)
     if not path.is_file():
         raise InputError(f"{path}: file not found")
-    try:
-        data = json.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))  # a byte-order mark is not JSON
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply to be a Karpathy split file") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}:{error.lineno}:{error.colno}: invalid JSON ({error.msg})") from None
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path}: invalid UTF-8 at byte {error.start}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise InputError(f"{path}: expected an object with an 'images' list (Karpathy split format)")
     for index, entry in enumerate(data["images"]):

@@ -30,7 +30,6 @@ split, language and kind therefore keeps each image's captions consecutive (the 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
-from corpora.io import InputError, read_lines
+from corpora.io import InputError, parse_json, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
 from corpora.tables import (
@@ -375,10 +374,7 @@ def _read_contrastive(
 
 def _contrastive_item(line: str, where: str, test_images: set[str], list_path: Path) -> tuple[str, str, str, str, str]:
     """(source, image a, image b, translation a, translation b) of one JSON line, checked."""
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{where}: not valid JSON ({error})") from None
+    item = parse_json(line, where)
     if not isinstance(item, dict):
         raise InputError(f"{where}: expected a JSON object with source, image_ids and translations")
     source = item.get("source")

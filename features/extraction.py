@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from corpora.io import InputError, write_text
+from corpora.io import InputError, read_json, write_text
 from features.images import BadImageError, load_rgb
 from features.merge import merge_stores
 from features.regions import ImageRegions
@@ -129,7 +129,7 @@ class ShardLedger:
         write_text(self.root / "done" / f"{shard.name}.json", json.dumps(receipt, indent=2) + "\n")
 
     def report(self, shard: Shard) -> ShardReport:
-        receipt = json.loads((self.root / "done" / f"{shard.name}.json").read_text(encoding="utf-8"))
+        receipt = read_json(self.root / "done" / f"{shard.name}.json")
         bad = tuple((path, reason) for path, reason in receipt["bad"])
         return ShardReport(shard.index, receipt["images"], receipt["regions"], receipt["seconds"], bad)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpora.io import InputError
+from corpora.io import InputError, read_json
 from features.npy import NpyLayout, read_layout
 
 FILES = ("regions.npy", "boxes.npy", "index.parquet", "meta.json")
@@ -76,10 +76,7 @@ def make_meta(
 
 def read_meta(path: Path) -> dict[str, Any]:
     """meta.json with every key of :data:`META_TYPES` present and of its type, dtype float16, N, K, D >= 1."""
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: not valid JSON ({error})") from None
+    meta = read_json(path)
     if not isinstance(meta, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(meta).__name__}")
     for key, types in META_TYPES.items():

@@ -14,7 +14,6 @@ Each folder records its backend in ``system.json``, so :func:`load_system` turns
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import shutil
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from typing import Literal
 
 import torch
 
-from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, write_json
+from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, read_json, write_json
 from features.store import FeatureStore
 from mmt.checkpoint import load_pretrained_into, record_text_pipeline
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
@@ -263,7 +262,8 @@ def system_backend(folder: Path) -> Backend:
     path = folder / SYSTEM_FILE
     if not path.is_file():
         raise InputError(f"{path}: not found; {folder} is not a trained system (run the train_mmt stage)")
-    name = json.loads(path.read_text(encoding="utf-8")).get("backend")
+    recorded = read_json(path)
+    name = recorded.get("backend") if isinstance(recorded, dict) else None
     if name not in BACKENDS:
         raise InputError(f"{path}: unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     return BACKENDS[name]
@@ -273,13 +273,16 @@ def system_languages(folder: Path) -> tuple[str, str]:
     """(source, target) language of the system in ``folder``: from its ``system.json``, or for a folder written
     before it recorded them, from the regional text pipeline's ``text.json``."""
     path = folder / SYSTEM_FILE
-    recorded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    recorded = read_json(path) if path.is_file() else {}
+    recorded = recorded if isinstance(recorded, dict) else {}
     if "src" in recorded and "tgt" in recorded:
         return str(recorded["src"]), str(recorded["tgt"])
     text = folder / "text.json"
     if not text.is_file():
         raise InputError(f"{folder / SYSTEM_FILE}: records no languages, and {text} is not there either")
-    config = json.loads(text.read_text(encoding="utf-8"))
+    config = read_json(text)
+    if not isinstance(config, dict) or not {"src_lang", "tgt_lang"} <= config.keys():
+        raise InputError(f"{text}: expected an object with src_lang and tgt_lang")
     return str(config["src_lang"]), str(config["tgt_lang"])
 
 

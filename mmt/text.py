@@ -20,7 +20,7 @@ from pathlib import Path
 import sentencepiece as spm
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
-from corpora.io import InputError, atomic_path, write_text
+from corpora.io import InputError, atomic_path, read_json, write_text
 from settings.checks import check_range
 
 logger = logging.getLogger(__name__)
@@ -363,7 +363,7 @@ class TextPipeline:
         if not config_path.is_file():
             raise InputError(f"{config_path}: not found (expected the text pipeline written by TextPipeline.save)")
         try:
-            config = TextConfig(**json.loads(config_path.read_text(encoding="utf-8")))
+            config = TextConfig(**read_json(config_path))
         except (json.JSONDecodeError, TypeError) as error:
             raise InputError(f"{config_path}: not a valid text pipeline config ({error})") from None
         if config.joint:

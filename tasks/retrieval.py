@@ -17,7 +17,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import InputError, write_json, write_text
+from corpora.io import InputError, read_json, write_json, write_text
 from features.store import FeatureStore
 from mmt.systems import load_system
 from retrieval.checkpoint import load_retrieval
@@ -119,16 +119,14 @@ def write_report(
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
-    results = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in files}
+    results = {path.stem: read_json(path) for path in files}
     if not Path(diversity).is_file():
         raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
-    lexical = json.loads(Path(diversity).read_text(encoding="utf-8"))
-    changes = {
-        path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(Path(round_trips).glob("*.json"))
-    }
+    lexical = read_json(diversity)
+    changes = {path.stem: read_json(path) for path in sorted(Path(round_trips).glob("*.json"))}
     # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
     scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
-    systems = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in scored}
+    systems = {path.stem: read_json(path) for path in scored}
     sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
     markdown = "\n".join([results_markdown(results, variant_labels), *sections])
     pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)

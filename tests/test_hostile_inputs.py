@@ -197,6 +197,14 @@ def _regional_folder(root: Path) -> Path:
     return folder
 
 
+def _system(root: Path, content: bytes) -> Path:
+    """A folder whose system.json holds ``content``."""
+    folder = root / "system"
+    folder.mkdir(parents=True)
+    (folder / "system.json").write_bytes(content + (b"]" * 99_999 if content.startswith(b"[[") else b""))
+    return folder
+
+
 CLI_CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
         "translate: no model for the pair",
@@ -222,6 +230,21 @@ CLI_CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
         "search: model folder without model.pt",
         lambda root: ["search", "a dog", "--model", str(root), "--lang", "en"],
         r"model\.pt",
+    ),
+    (
+        "translate: system.json nested too deeply",
+        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b"[" * 99_999))],
+        r"system\.json: JSON nested too deeply",
+    ),
+    (
+        "translate: system.json not UTF-8",
+        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b'{"a": "\xff"}'))],
+        r"system\.json: not UTF-8",
+    ),
+    (
+        "translate: system.json of an unknown backend",
+        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b'{"backend": 7}'))],
+        r"system\.json: unknown backend 7",
     ),
     ("inspect: folder that is not prepared", lambda root: ["inspect", str(root)], r"no prepared corpus here"),
     ("profile: unknown", lambda root: ["profile", "table9"], r"unknown profile 'table9'"),

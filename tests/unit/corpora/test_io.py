@@ -123,3 +123,24 @@ def test_a_byte_order_mark_is_no_part_of_the_first_line(tmp_path: Path) -> None:
     plain.write_bytes(b"\xef\xbb\xbfA dog.\nTwo cats.\n")
     packed.write_bytes(gzip.compress(b"\xef\xbb\xbfA dog.\nTwo cats.\n"))
     assert read_lines(plain) == read_lines(packed) == ["A dog.", "Two cats."]
+
+
+def test_read_json_names_the_file_for_every_kind_of_bad_json(tmp_path: Path) -> None:
+    from corpora.io import parse_json, read_json
+
+    good = tmp_path / "good.json"
+    good.write_bytes(b'\xef\xbb\xbf{"backend": "mmt"}')
+    assert read_json(good) == {"backend": "mmt"}
+    cases = {
+        "missing.json": (None, r"missing\.json: cannot read it"),
+        "broken.json": (b'{\n  "a": }\n', r"broken\.json:2:8: not valid JSON"),
+        "latin.json": (b'{"a": "caf\xe9"}', r"latin\.json: not UTF-8 \(byte 10"),
+        "deep.json": (b"[" * 100_000 + b"]" * 100_000, r"deep\.json: JSON nested too deeply"),
+    }
+    for name, (content, message) in cases.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(InputError, match=message):
+            read_json(tmp_path / name)
+    with pytest.raises(InputError, match=r"^items\.jsonl:3: not valid JSON at column 7"):
+        parse_json('{"a": ]', "items.jsonl:3")

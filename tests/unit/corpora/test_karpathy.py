@@ -125,7 +125,7 @@ def test_empty_raw_caption(tmp_path: Path) -> None:
 def test_invalid_json_and_wrong_language(tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     path.write_text('{"images": [\n  {"filename": }\n]}', encoding="utf-8")
-    with pytest.raises(InputError, match=rf"{re.escape(str(path))}:2:\d+: invalid JSON"):
+    with pytest.raises(InputError, match=rf"{re.escape(str(path))}:2:\d+: not valid JSON"):
         read_karpathy(path, dataset="flickr30k", image_root=None)
     path = write_json(tmp_path / "e.json", [flickr_entry("1.jpg", "train")])
     with pytest.raises(InputError, match="unknown language code 'EN'"):
