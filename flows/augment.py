@@ -17,7 +17,7 @@ from corpora.io import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant, build_variant
 from mmt.diversity import lexical_diversity
 
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             name: variant for name, variant in params.augment.variants.items() if name in params.retrieval.variants
         }
         with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
-            augment(variants, args.prepared, files, str(out), args.metrics)
+            named(augment)(variants, args.prepared, files, str(out), args.metrics)
 
     run_stage(parser, argv, body)
 

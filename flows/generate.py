@@ -10,7 +10,7 @@ from prefect import flow, tags
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig
 from flows.params import Params
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from tasks.data import generate_synthetic_dataset, publish_counts
 
 
@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         with tags(*run_tags("generate")):
-            generate(params.generate, args.out, params.seed, params.languages)
+            named(generate)(params.generate, args.out, params.seed, params.languages)
 
     run_stage(parser, argv, body)
 

@@ -11,7 +11,7 @@ from corpora.adapters import PrepareConfig
 from corpora.languages import Languages
 from corpora.prepared import count_captions
 from flows.params import CorpusParams, Params
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from tasks.data import publish_counts, read_captioned_images, write_prepared_tables
 
 
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         corpus = params.corpus(args.corpus)
         with tags(*run_tags("prepare"), f"corpus:{args.corpus}"):
-            prepare(params.prepare, corpus, params.languages, args.out)
+            named(prepare)(params.prepare, corpus, params.languages, args.out)
 
     run_stage(parser, argv, body)
 

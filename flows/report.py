@@ -15,7 +15,7 @@ from prefect import flow, tags
 
 from corpora.io import atomic_dir
 from flows.params import Params
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from tasks.retrieval import write_report
 
 SAMPLES = 6  # images with their synthesized captions on the page
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
-            report(args.metrics, args.augmented, args.prepared, images, str(out), labels, args.diversity,
+            named(report)(args.metrics, args.augmented, args.prepared, images, str(out), labels, args.diversity,
                    args.round_trips, args.translation)  # fmt: skip
 
     run_stage(parser, argv, body)

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn, TypeVar
@@ -68,11 +69,46 @@ def check_prefect_api() -> None:
 
 
 def run_tags(stage: str) -> list[str]:
-    """Tags of a stage's flow run: the stage, and the pipeline run it belongs to when launched by one."""
+    """Tags of a stage's flow run: the stage; the DVC stage that ran it (``DVC_STAGE``, e.g.
+    ``train_retrieval@san-mmt_f-all``), the DVC experiment (``DVC_EXP_NAME``, set by ``dvc exp run``), the git
+    commit of the code (``+dirty`` with uncommitted changes), and the pipeline run it belongs to when launched by
+    one: so an experiment's runs are told apart from the baseline's in the Prefect UI."""
     tags = [f"stage:{stage}"]
+    if dvc_stage := os.environ.get("DVC_STAGE"):
+        tags.append(f"dvc:{dvc_stage}")
+    if experiment := os.environ.get("DVC_EXP_NAME"):
+        tags.append(f"exp:{experiment}")
+    if commit := git_commit():
+        tags.append(f"commit:{commit}")
     if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
         tags.append(f"pipeline:{pipeline_run}")
     return tags
+
+
+def git_commit() -> str | None:
+    """The short commit of the working tree, ``+dirty`` when tracked files differ from it; None outside git."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                                check=True, timeout=10).stdout.strip()  # fmt: skip
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}+dirty" if changes else commit
+
+
+def run_name(stage: str) -> str:
+    """A stage's flow-run name in the Prefect UI: the DVC stage (``train_retrieval@san-mmt_f-all``) when DVC runs
+    it, else the stage's own name (instead of Prefect's random ``hissing-quail``)."""
+    return os.environ.get("DVC_STAGE") or stage
+
+
+FlowT = TypeVar("FlowT")
+
+
+def named(flow: FlowT) -> FlowT:
+    """``flow`` with its runs named by :func:`run_name`."""
+    return flow.with_options(flow_run_name=run_name(flow.name))  # type: ignore[attr-defined, no-any-return]
 
 
 def task_runner(runner: RunnerParams) -> object:

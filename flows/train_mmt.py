@@ -25,7 +25,7 @@ from corpora.io import staged_children
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from flows.params import Params, ParamsError
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
 from settings.runtime import Runtime
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             staged_children(args.models) as models,
             staged_children(args.metrics) as metrics,
         ):
-            train_mmt(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,
+            named(train_mmt)(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,
                       str(models), args.mt_models, str(metrics), params.seed, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)

@@ -18,7 +18,7 @@ from prefect import flow, tags
 
 from corpora.io import InputError, atomic_dir
 from flows.params import Params
-from flows.stage import run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from retrieval.experiment import replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
@@ -80,8 +80,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"role:{args.role}",
         )
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
-            train_retrieval(params, args.model, args.variant, args.role, args.augmented, args.store, args.word_vectors,
-                            args.mt_models, str(out), args.metrics, runtime)  # fmt: skip
+            named(train_retrieval)(params, args.model, args.variant, args.role, args.augmented, args.store,
+                                   args.word_vectors, args.mt_models, str(out), args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -87,13 +87,18 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert set(renamed.images.column("dataset").to_pylist()) == {"synthetic-renamed"}
     runs = asyncio.run(_flow_runs())
     (pipeline_run,) = [run for run in runs if run.name_of_flow == "pipeline"]
-    tagged = [run.name_of_flow for run in runs if f"pipeline:{pipeline_run.id}" in run.tags]
-    assert tagged == ["prepare"]
+    tagged = [run for run in runs if f"pipeline:{pipeline_run.id}" in run.tags]
+    assert [run.name_of_flow for run in tagged] == ["prepare"]
+    # runs are named after the DVC stage that ran them, and tagged with it (DVC exports DVC_STAGE to commands)
+    assert tagged[0].name == "prepare@synthetic" and "dvc:prepare@synthetic" in tagged[0].tags
+    retrieval = [run for run in runs if run.name_of_flow == "train_retrieval"]
+    assert {run.name for run in retrieval} >= {"train_retrieval@san-mmt_f-all", "train_retrieval@san-none-all"}
 
 
 @dataclass(frozen=True)
 class _Run:
     id: str
+    name: str
     name_of_flow: str
     tags: list[str]
 
@@ -102,4 +107,4 @@ async def _flow_runs() -> list[_Run]:
     async with get_client() as client:
         runs = await client.read_flow_runs()
         flows = {flow.id: flow.name for flow in await client.read_flows()}
-    return [_Run(str(run.id), flows[run.flow_id], list(run.tags)) for run in runs]
+    return [_Run(str(run.id), run.name, flows[run.flow_id], list(run.tags)) for run in runs]
