@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,33 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     except OSError as error:
         raise InputError(f"{source}: cannot read it ({error.strerror or error})") from None
     return parse_json(data, str(source))
+
+
+def write_tsv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, object]]) -> None:
+    """Rows as tab-separated text with a header (the columns of the first row, in order), written atomically: the
+    format ``dvc plots`` reads. Floats keep 6 significant digits; a missing value is an empty field.
+
+    Raises:
+        ValueError: no rows, or a row with columns the first one lacks.
+    """
+    if not rows:
+        raise ValueError(f"{path}: no rows to write")
+    columns = list(rows[0])
+    lines = ["\t".join(columns)]
+    for index, row in enumerate(rows):
+        extra = set(row) - set(columns)
+        if extra:
+            raise ValueError(f"{path}: row {index} has columns {sorted(extra)} that the first row lacks")
+        lines.append("\t".join(_tsv_cell(row.get(column)) for column in columns))
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def _tsv_cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
 
 
 def write_json(path: str | os.PathLike[str], data: object) -> None:

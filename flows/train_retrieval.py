@@ -23,7 +23,7 @@ from retrieval.experiment import replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
 from settings.runtime import Runtime
-from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_retrieval_metrics
+from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_history, write_retrieval_metrics
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
@@ -36,17 +36,19 @@ def train_retrieval(
     languages = config.role(role, pivot)
     captions = str(Path(augmented) / variant / "captions.parquet")
     seeds = replicate_seeds(params.seed, config.replicates)
-    runs = []
+    runs, history = [], []
     for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
         model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
         summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,
                                         runtime)  # fmt: skip
         print(f"{model}-{variant}-{role} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
               f"at epoch {summary['best_epoch']}")  # fmt: skip
+        history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
         runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, mt_models,
                                              str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
                                              params.mmt.beam, runtime))  # fmt: skip
+    write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
     return write_retrieval_metrics(runs, seeds, languages.test, f"{model}-{variant}-{role}", metrics)
 
 

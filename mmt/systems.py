@@ -23,7 +23,7 @@ from typing import Literal
 
 import torch
 
-from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, read_json, write_json
+from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
 from features.store import FeatureStore
 from mmt.checkpoint import load_pretrained_into, record_text_pipeline
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
@@ -148,7 +148,9 @@ def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, reg
 
 def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs, *, store: FeatureStore | None,
                training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str) -> float:  # fmt: skip
-    """Train on ``train``, early-stopping on greedy BLEU of ``val``; the best weights end in ``checkpoint``."""
+    """Train on ``train``, early-stopping on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the
+    learning curve (step, epoch, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history
+    .tsv`` beside it."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
@@ -162,8 +164,15 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
                  seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
                  progress=report)  # fmt: skip
     record_text_pipeline(checkpoint, text.identity())
+    write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
     logger.info("%s: best validation BLEU %.2f at step %d", name, result.best_score, result.best_step)
     return result.best_score
+
+
+def history_file(checkpoint: Path) -> Path:
+    """Where :func:`fit_system` writes the learning curve of ``checkpoint`` (``finetune.pt`` ->
+    ``finetune.history.tsv``)."""
+    return checkpoint.with_name(f"{checkpoint.stem}.history.tsv")
 
 
 def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limit: int | None = None) -> float:

@@ -315,6 +315,20 @@ def rounded(metrics: Metrics) -> dict[str, Any]:
     return {key: round_value(value) for key, value in metrics.items()}
 
 
+def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """One row per epoch of a fit's history, for learning curves: seed, epoch, lr, loss (and the caption-caption
+    loss), validation rsum, and per validation language its rsum and R@1 both ways. Timings are left out: the
+    file must be identical for identical runs."""
+    rows = []
+    for entry in history:
+        row: dict[str, Any] = {"seed": seed, "epoch": entry["epoch"], "lr": entry["lr"], "loss": entry["loss"],
+                               "c2c_loss": entry["c2c_loss"], "val_rsum": entry["val_rsum"]}  # fmt: skip
+        for lang, summary in entry["val"].items():
+            row |= {f"val_{lang}_{key}": value for key, value in summary.items()}
+        rows.append(row)
+    return rows
+
+
 def replicate_seeds(seed: int, replicates: int) -> list[int]:
     """The training seeds of a run's replicates: ``seed``, ``seed + 1``, ..."""
     return [seed + index for index in range(replicates)]

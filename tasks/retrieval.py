@@ -17,7 +17,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import InputError, read_json, write_json, write_text
+from corpora.io import InputError, read_json, write_json, write_text, write_tsv
 from features.store import FeatureStore
 from mmt.systems import load_system
 from retrieval.checkpoint import load_retrieval
@@ -26,6 +26,7 @@ from retrieval.experiment import (
     Translate,
     combine_replicates,
     flat_metrics,
+    history_rows,
     read_captions,
     test_model,
     train_model,
@@ -54,7 +55,12 @@ def train_retrieval_model(
 
     result = train_model(config, model_name, role, Path(captions_path), Path(store_path), Path(word_vectors),
                          Path(out_dir), seed=seed, runtime=runtime, on_epoch=on_epoch)  # fmt: skip
-    return {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "epochs": len(result.history)}
+    return {
+        "best_epoch": result.best_epoch,
+        "best_val_rsum": result.best_rsum,
+        "epochs": len(result.history),
+        "history": history_rows(result.history, seed),
+    }
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -79,6 +85,13 @@ def evaluate_retrieval_model(
     metrics["protocol"] = config.evaluation.protocol
     write_json(metrics_path, metrics)
     return metrics
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def write_history(rows: list[dict[str, Any]], path: str) -> None:
+    """Every replicate's per-epoch learning curve (:func:`~retrieval.experiment.history_rows`) -> a TSV that
+    ``dvc plots`` draws."""
+    write_tsv(path, rows)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -78,6 +79,10 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert "probe" in metrics and "colour" in metrics
     assert "data/metrics/retrieval/san-mmt_f-all.json" in metrics and "rsum" in metrics
     assert "| san | MMT(f) | all |" in (root / "data" / "reports" / "results.md").read_text()
+    plots = json.loads(run(["dvc", "plots", "show", "--json"], root, env))
+    curve = plots["data"]["data/metrics/retrieval/san-mmt_f-all.history.tsv"]
+    rows = [row for entry in curve for row in entry["content"]["data"]["values"]] if curve else []
+    assert rows and {"epoch", "val_rsum", "loss", "val_en_rsum", "val_de_rsum"} <= set(rows[0]), plots["data"].keys()
 
     write_params(root / "params.yaml", tiny_params_tree(dataset="synthetic-renamed"))
     third = run([sys.executable, "-m", "flows.pipeline", "prepare"], root, env)  # dvc repro prepare, as a flow

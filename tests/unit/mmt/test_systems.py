@@ -622,3 +622,11 @@ def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Tr
     with pytest.raises(InputError, match=r"finetune\.pt: .*the checkpoint belongs to another system folder"):
         MMTTranslator.load(swapped, "finetune.pt", regions=None, device=torch.device("cpu"))
     MMTTranslator.load(source, "finetune.pt", regions=None, device=torch.device("cpu"))  # its own folder: fine
+
+
+def test_each_fit_leaves_its_learning_curve_beside_the_checkpoint(trained: Trained) -> None:
+    for path in (trained.root / "en-de" / "pretrain.history.tsv", trained.folder("mmt") / "finetune.history.tsv",
+                 trained.folder("text-only") / "finetune.history.tsv"):  # fmt: skip
+        lines = path.read_text().splitlines()
+        assert lines[0].split("\t") == ["step", "epoch", "loss", "score", "val_bleu"], path
+        assert len(lines) >= 2 and 0 <= float(lines[1].split("\t")[4]) <= 100
