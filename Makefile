@@ -6,7 +6,7 @@ BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test test-fast lint clean-venv
+.PHONY: install demo ui test test-fast lint clean-venv
 
 install: $(STAMP)
 
@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
+# One local Prefect server for the whole DAG (started unless PREFECT_API_URL answers; database kept in .prefect/).
 demo: $(STAMP)
-	PATH="$(BIN):$$PATH" dvc repro
+	PATH="$(BIN):$$PATH" python -m flows.local_server run -- dvc repro
+
+# The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken).
+ui: $(STAMP)
+	PATH="$(BIN):$$PATH" python -m flows.local_server ui
 
 test: lint
 	PATH="$(BIN):$$PATH" python -m pytest
