@@ -459,3 +459,18 @@ def test_systems_are_checked_against_the_variants_and_translate_search(
 def test_the_text_only_route_needs_no_mmt(tree: dict[str, Any]) -> None:
     changed = edited(edited(tree, "mmt.systems", ["mt"]), "retrieval.variants", ["none", "mt_f", "mt_fb"])
     assert parse_params(changed).mmt.systems == ("mt",)
+
+
+def test_params_yaml_is_in_the_form_dvc_writes() -> None:
+    """`dvc exp run -S key=value` rewrites params.yaml through ruamel with DVC's settings; a file already in that
+    form changes only in the set key, so `git diff` and `dvc exp show` show one line, not a reformatted file."""
+    from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update
+
+    text = (REPO / "params.yaml").read_text(encoding="utf-8")
+    assert dumps_yaml(parse_yaml_for_update(text, "params.yaml")) == text
+    tree = parse_yaml_for_update(text, "params.yaml")
+    tree["retrieval"]["train"]["epochs"] = 8
+    changed = [
+        pair for pair in zip(text.splitlines(), dumps_yaml(tree).splitlines(), strict=True) if pair[0] != pair[1]
+    ]
+    assert changed == [("    epochs: 6", "    epochs: 8")]
