@@ -148,7 +148,7 @@ def test_every_stage_rejects_bad_params_in_one_line(
 
 
 RAW_PARAMS = [  # bytes of the params file -> what the message names
-    ("duplicate key", None, r":\d+: duplicate key 'lr' \(first given on line \d+\)"),
+    ("duplicate key", None, r":\d+: duplicate key 'lr_decay_epoch' \(first given on line \d+\)"),
     ("not UTF-8", b"seed: 0\n# caf\xe9\n", r"not UTF-8 \(byte 13"),
     ("not YAML", b"seed: [0,\n", r"not valid YAML"),
     ("not a mapping", b"- seed\n- 0\n", r"<top level>|expected a mapping"),
@@ -166,7 +166,8 @@ def test_unreadable_params_files(
     params = tmp_path / "params.yaml"
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
     if content is None:
-        params.write_text(text.replace("    lr: 0.0005\n", "    lr: 0.0005\n    lr: 0.5\n", 1), encoding="utf-8")
+        twice = "    lr_decay_epoch: 4\n    lr_decay_epoch: 5\n"
+        params.write_text(text.replace("    lr_decay_epoch: 4\n", twice, 1), encoding="utf-8")
     elif isinstance(content, bytes):
         params.write_bytes(content)
     if module == "mmtr":

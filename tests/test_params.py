@@ -117,9 +117,10 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     UTF-8 are an error naming their offset; a UTF-8 byte-order mark is not part of the first key."""
     repository = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
     doubled = tmp_path / "doubled.yaml"
-    doubled.write_text(repository.replace("    lr: 0.0005\n", "    lr: 0.0005\n    lr: 0.5\n", 1), encoding="utf-8")
-    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr: 0.5") + 1
-    with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr' "
+    twice = "    lr_decay_epoch: 4\n    lr_decay_epoch: 5\n"
+    doubled.write_text(repository.replace("    lr_decay_epoch: 4\n", twice, 1), encoding="utf-8")
+    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr_decay_epoch: 5") + 1
+    with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr_decay_epoch' "
                                           rf"\(first given on line {line - 1}\); each key once$"):  # fmt: skip
         load_params(doubled)
     latin = tmp_path / "latin.yaml"
