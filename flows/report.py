@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from prefect import flow, tags
 
 from corpora.io import atomic_dir
+from corpora.tables import read_images
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
+from retrieval.report import ReportContext
 from tasks.retrieval import write_report
 
 SAMPLES = 6  # images with their synthesized captions on the page
@@ -24,12 +27,30 @@ SAMPLES = 6  # images with their synthesized captions on the page
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
     metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str],
-    diversity: str, round_trips: str, translation: str,
+    diversity: str, round_trips: str, translation: str, context: ReportContext,
 ) -> str:  # fmt: skip
     markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels, diversity, round_trips,
-                            translation)  # fmt: skip
+                            translation, context)  # fmt: skip
     print(markdown)
     return markdown
+
+
+def report_context(params: Params, prepared: str) -> ReportContext:
+    """The pivot, the images each test language is ranked against, and a header with the code's commit and date and
+    the settings the tables depend on."""
+    retrieval = params.retrieval
+    test = [split for split in read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
+            if split == "test"]  # fmt: skip
+    folds = min(retrieval.evaluation.fold_images, len(test))
+    test_images = {lang: len(test) for lang in retrieval.languages} | {
+        f"{lang}-folds": folds for lang in retrieval.languages}  # fmt: skip
+    commit = git_commit()
+    header = [f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
+              f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
+              f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
+              f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
+              f"{retrieval.evaluation.protocol}."]  # fmt: skip
+    return ReportContext(pivot=params.languages.pivot, test_images=test_images, header=tuple(header))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -45,9 +66,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         images = params.corpus(args.corpus).images
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
+        context = report_context(params, args.prepared)
         with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
             named(report)(args.metrics, args.augmented, args.prepared, images, str(out), labels, args.diversity,
-                   args.round_trips, args.translation)  # fmt: skip
+                          args.round_trips, args.translation, context)  # fmt: skip
 
     run_stage(parser, argv, body)
 

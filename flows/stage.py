@@ -97,6 +97,15 @@ def git_commit() -> str | None:
     return f"{commit}+dirty" if changes else commit
 
 
+def commit_date() -> str:
+    """The date of the checked-out commit (YYYY-MM-DD), or ``unknown date`` outside git."""
+    try:
+        return subprocess.run(["git", "log", "-1", "--format=%cs"], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip() or "unknown date"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown date"
+
+
 def run_name(stage: str) -> str:
     """A stage's flow-run name in the Prefect UI: the DVC stage (``train_retrieval@san-mmt_f-all``) when DVC runs
     it, else the stage's own name (instead of Prefect's random ``hissing-quail``)."""

@@ -12,7 +12,7 @@ import base64
 import html
 import io
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,42 @@ def _run_order(variant_labels: Mapping[str, str]) -> Callable[[str], tuple[str, 
     return key
 
 
-def languages_of(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def languages_of(results: Mapping[str, Mapping[str, Any]], pivot: str | None = None) -> list[str]:
+    """The language keys of the metrics (``en``, ``en-folds``, ...), the pivot's first, then in order of appearance."""
     langs: list[str] = []
     for metrics in results.values():
         langs += [key for key, value in metrics.items() if isinstance(value, dict) and "t2i" in value]
-    return list(dict.fromkeys(langs))
+    unique = list(dict.fromkeys(langs))
+    return sorted(unique, key=lambda key: key.partition("-")[0] != pivot)  # stable: the pivot's keys first
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What the tables say around the numbers.
+
+    Attributes:
+        pivot: The pivot language: its tables come first.
+        test_images: Images each test language is ranked against (``<lang>-folds``: one fold's), for the chance
+            line under each table; absent keys get none.
+        header: Lines under the title (the run's commit, date and key settings).
+    """
+
+    pivot: str | None = None
+    test_images: Mapping[str, int] = field(default_factory=dict)
+    header: Sequence[str] = ()
+
+
+LEGEND = ("Variants: `-` the human captions alone; MT(f) / MMT(f) adds the target-language captions the text-only "
+          "MT / the multimodal MMT translated from them (forward); (f+b) adds those translated back into the pivot "
+          "too; (f+b; hop 2) the back-translations alone. Roles: which captions a run trains on and which languages "
+          "it is tested on (README, Language roles). mR = rsum / 6. Δ rsum: against the same model and role "
+          "trained on `-` (human captions alone).")  # fmt: skip
+
+
+def chance_line(images: int) -> str:
+    """Text-to-image recall of a ranking that ignores the query: R@K = K / N."""
+    recalls = ", ".join(f"R@{k} {min(100.0, 100.0 * k / images):.1f}" for k in KS)
+    return f"Chance (text->image, {images} images): {recalls}."
 
 
 def language_rows(results: Mapping[str, Mapping[str, Any]], lang: str) -> dict[str, dict[str, Any]]:
@@ -70,18 +101,24 @@ def language_rows(results: Mapping[str, Mapping[str, Any]], lang: str) -> dict[s
     return rows
 
 
-def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
-    """One table per language (and per translate-search language), rows sorted by model, variant, role.
+def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str],
+                     context: ReportContext = ReportContext()) -> str:  # fmt: skip
+    """One table per language (the pivot's first; then per translate-search language), rows sorted by model,
+    variant, role, each with its chance level; the legend and ``context.header`` above them.
 
     Args:
         results: Run name (``<model>-<variant>-<role>``) -> its metrics.
         variant_labels: Variant name -> how the tables show it, in the order of their rows.
+        context: The pivot, the test images per language and the header lines.
     """
-    lines = ["# Retrieval results", "", "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of "
-             "several seeds show mean ± sample standard deviation.", ""]  # fmt: skip
-    for lang in languages_of(results):
+    lines = ["# Retrieval results", "", *context.header, *([""] if context.header else []),
+             "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of several seeds show mean ± "
+             "sample standard deviation.", "", LEGEND, ""]  # fmt: skip
+    for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
         lines += [f"## {_heading(lang)}", "", *_table(rows, variant_labels), ""]
+        if lang in context.test_images:
+            lines += [chance_line(context.test_images[lang]), ""]
     searched = {name: {**m["translate_search"], **({"std": m["std"]["translate_search"]} if "std" in m else {})}
                 for name, m in results.items() if "translate_search" in m}  # fmt: skip
     for lang in sorted({lang for per_lang in searched.values() for lang in per_lang if lang != "std"}):
@@ -169,7 +206,8 @@ def _heading(key: str) -> str:
 
 
 def _table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> list[str]:
-    header = ["model", "variant", "role", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum"]
+    header = ["model", "variant", "role", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum", "mR",
+              "Δ rsum"]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in sorted(rows, key=_run_order(variant_labels)):
         metrics = rows[name]
@@ -179,6 +217,9 @@ def _table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, s
         cells += [_with_std(metrics[direction][f"r{k}"], spread[direction][f"r{k}"] if spread else None)
                   for direction in ("t2i", "i2t") for k in KS]  # fmt: skip
         cells.append(_with_std(metrics["rsum"], spread["rsum"] if spread else None))
+        cells.append(f"{metrics['rsum'] / 6:.1f}")
+        baseline = rows.get(f"{model}-none-{role}")
+        cells.append("-" if baseline is None or variant == "none" else f"{metrics['rsum'] - baseline['rsum']:+.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -188,17 +229,19 @@ def results_html(
     samples: Sequence[Sample],
     variant_labels: Mapping[str, str],
     extra_sections: Sequence[str] = (),
+    context: ReportContext = ReportContext(),
 ) -> str:
-    """A self-contained page: the tables, an rsum bar chart per language, ``extra_sections`` (Markdown lines of
-    ``## `` headings and tables, e.g. :func:`diversity_markdown`) and synthesized-caption samples."""
-    body = ["<h1>Retrieval results</h1>"]
-    for lang in languages_of(results):
+    """A self-contained page: the header and legend, the tables (the pivot's first) with their chance levels and an
+    rsum bar chart each, ``extra_sections`` (Markdown lines of ``## `` headings and tables, e.g.
+    :func:`diversity_markdown`) and synthesized-caption samples."""
+    body = ["<h1>Retrieval results</h1>", *(f"<p>{html.escape(line)}</p>" for line in context.header),
+            f"<p>{html.escape(LEGEND)}</p>"]  # fmt: skip
+    for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
-        body += [
-            f"<h2>{html.escape(_heading(lang))}</h2>",
-            _html_table(rows, variant_labels),
-            _rsum_chart(rows, variant_labels),
-        ]
+        body += [f"<h2>{html.escape(_heading(lang))}</h2>", _html_table(rows, variant_labels)]
+        if lang in context.test_images:
+            body.append(f"<p>{html.escape(chance_line(context.test_images[lang]))}</p>")
+        body.append(_rsum_chart(rows, variant_labels, title=f"rsum per run, {_heading(lang)}"))
     body += _markdown_html(extra_sections)
     if samples:
         body.append("<h2>Synthesized captions</h2>")
@@ -247,18 +290,32 @@ def _table_html(lines: Sequence[str]) -> str:
     return "".join(out) + "</table>"
 
 
-def _rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
-    """Horizontal bars of rsum (out of 600), one per run, as inline SVG."""
+def _rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str], *, title: str) -> str:
+    """Horizontal bars of rsum on a 0-600 axis, one per run in the table's order, as inline SVG with a title and
+    an axis."""
     names = sorted(rows, key=_run_order(variant_labels))
-    height = 22 * len(names) + 10
-    bars = []
+    top, left, scale = 24, 230, 0.5  # 600 rsum -> 300 px
+    height = top + 22 * len(names) + 34
+    parts = [f'<text x="{left}" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
     for index, name in enumerate(names):
+        model, variant, role = split_run(name)
         rsum = float(rows[name]["rsum"])
-        y = 5 + 22 * index
-        bars.append(f'<text x="0" y="{y + 14}" font-size="12">{html.escape(name)}</text>'
-                    f'<rect x="160" y="{y}" width="{rsum * 0.6:.1f}" height="16" fill="#4a7ab8"/>'
-                    f'<text x="{165 + rsum * 0.6:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>')  # fmt: skip
-    return f'<svg width="560" height="{height}" role="img" aria-label="rsum per run">{"".join(bars)}</svg>'
+        y = top + 22 * index
+        label = f"{model} {variant_labels.get(variant, variant)} {role}"
+        end = left + rsum * scale
+        parts.append(f'<text x="0" y="{y + 13}" font-size="12">{html.escape(label)}</text>'
+                     f'<rect x="{left}" y="{y}" width="{rsum * scale:.1f}" height="16" fill="#4a7ab8"/>'
+                     f'<text x="{end + 5:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>')  # fmt: skip
+    axis = top + 22 * len(names) + 4
+    parts.append(f'<line x1="{left}" y1="{axis}" x2="{left + 600 * scale}" y2="{axis}" stroke="#333"/>')
+    for tick in range(0, 601, 100):
+        x = left + tick * scale
+        parts.append(f'<line x1="{x}" y1="{axis}" x2="{x}" y2="{axis + 4}" stroke="#333"/>'
+                     f'<text x="{x}" y="{axis + 16}" font-size="10" text-anchor="middle">{tick}</text>')  # fmt: skip
+    parts.append(f'<text x="{left + 300 * scale}" y="{axis + 29}" font-size="11" text-anchor="middle">'
+                 f"rsum (of 600)</text>")  # fmt: skip
+    return f'<svg width="{left + 360}" height="{height}" role="img" aria-label="{html.escape(title)}">' \
+           f'{"".join(parts)}</svg>'  # fmt: skip
 
 
 def sample_captions(augmented: Path, prepared: Path, images: Path, count: int) -> list[Sample]:

@@ -32,7 +32,14 @@ from retrieval.experiment import (
     train_model,
     translate_search,
 )
-from retrieval.report import diversity_markdown, results_html, results_markdown, sample_captions, translation_markdown
+from retrieval.report import (
+    ReportContext,
+    diversity_markdown,
+    results_html,
+    results_markdown,
+    sample_captions,
+    translation_markdown,
+)
 from retrieval.roles import ResolvedRole
 from settings.runtime import Runtime
 
@@ -124,6 +131,7 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 def write_report(
     metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int,
     variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
+    context: ReportContext,
 ) -> str:  # fmt: skip
     """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``, with the
     caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
@@ -141,9 +149,9 @@ def write_report(
     scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
     systems = {path.stem: read_json(path) for path in scored}
     sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
-    markdown = "\n".join([results_markdown(results, variant_labels), *sections])
+    markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
     pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)
     write_text(Path(out_dir) / "results.md", markdown)
-    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections))
+    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections, context))
     create_markdown_artifact(key="retrieval-results", markdown=markdown, description="Retrieval results")
     return markdown

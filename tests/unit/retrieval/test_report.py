@@ -41,9 +41,15 @@ def test_markdown_rows_are_ordered_by_model_variant_and_role() -> None:
         ["| san", "MMT(f)", "all"],
         ["| vsepp", "-", "all"],
     ]
-    assert rows[0] == "| san | - | all | 4.0 | 50.0 | 60.0 | 4.0 | 50.0 | 60.0 | 228.0 |"
+    assert rows[0] == "| san | - | all | 4.0 | 50.0 | 60.0 | 4.0 | 50.0 | 60.0 | 228.0 | 38.0 | - |"
+    assert (
+        rows[2] == "| san | MMT(f) | all | 2.0 | 50.0 | 60.0 | 2.0 | 50.0 | 60.0 | 224.0 | 37.3 | -4.0 |"
+    )  # vs san - all
     assert lines.index("## en") < lines.index("## de")
-    assert "| model | variant | role | t2i R@1 | t2i R@5 | t2i R@10 | i2t R@1 | i2t R@5 | i2t R@10 | rsum |" in lines
+    header = (
+        "| model | variant | role | t2i R@1 | t2i R@5 | t2i R@10 | i2t R@1 | i2t R@5 | i2t R@10 | rsum | mR | Δ rsum |"
+    )
+    assert header in lines
 
 
 def test_fold_means_and_translate_search_get_their_own_tables() -> None:
@@ -120,3 +126,21 @@ def test_replicated_runs_show_mean_and_standard_deviation() -> None:
     )
     assert "| san | - | all | 4.0 ± 2.6 |" in markdown  # translate-search
     assert "mean ± sample standard deviation" in markdown
+
+
+def test_context_puts_the_pivot_first_with_header_legend_chance_and_charted_axes() -> None:
+    from retrieval.report import ReportContext, chance_line
+
+    results = {"san-none-all": {"de": _metrics(1.0), "en": _metrics(2.0), "en-folds": _metrics(3.0)}}
+    context = ReportContext(pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000},
+                            header=("Commit abc123 (2026-11-25); seed 0",))  # fmt: skip
+    lines = results_markdown(results, LABELS, context).splitlines()
+    assert lines.index("## en") < lines.index("## en, mean over test folds") < lines.index("## de")
+    assert lines[2] == "Commit abc123 (2026-11-25); seed 0"
+    assert any(line.startswith("Variants: `-` the human captions alone") for line in lines)
+    assert "Chance (text->image, 100 images): R@1 1.0, R@5 5.0, R@10 10.0." in lines
+    assert chance_line(1000) == "Chance (text->image, 1000 images): R@1 0.1, R@5 0.5, R@10 1.0."
+    assert chance_line(4).endswith("R@5 100.0, R@10 100.0.")  # never above 100
+    page = results_html(results, [], LABELS, (), context)
+    assert page.index("<h2>en</h2>") < page.index("<h2>de</h2>") and "rsum (of 600)</text>" in page
+    assert 'aria-label="rsum per run, en"' in page and ">600</text>" in page and "<p>Commit abc123" in page
