@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that call the library packages and report (logs, artifacts)."""
