@@ -52,6 +52,13 @@ def edited(edits: dict[str, Any]) -> dict[str, Any]:
     return tree
 
 
+def hostile_params(folder: Path, edits: dict[str, Any]) -> Path:
+    """The repository's params with ``edits`` applied, written to ``folder/params.yaml``."""
+    params = folder / "params.yaml"
+    params.write_text(yaml.safe_dump(edited(edits)), encoding="utf-8")
+    return params
+
+
 def run_stage(module: str, params: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
     argv = list(STAGES[module])
     argv[argv.index("--params") + 1] = str(params)
@@ -115,8 +122,7 @@ PARAMS_CASES: list[tuple[str, dict[str, Any], str]] = [
 def test_check_params_names_the_bad_key(
     name: str, edits: dict[str, Any], culprit: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(edited(edits)), encoding="utf-8")
+    params = hostile_params(tmp_path, edits)
     with pytest.raises(SystemExit) as stopped:
         cli.main(["check-params", "--params", str(params)])
     assert stopped.value.code == 2
@@ -140,9 +146,7 @@ STAGE_CASES = [  # every stage rejects a params file that check-params rejects, 
 def test_every_stage_rejects_bad_params_in_one_line(
     module: str, edits: dict[str, Any], culprit: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(edited(edits)), encoding="utf-8")
-    code, err = run_stage(module, params, capsys)
+    code, err = run_stage(module, hostile_params(tmp_path, edits), capsys)
     assert code == 2
     one_line_error(err, f"python -m {module}", culprit)
 
@@ -301,8 +305,7 @@ def test_debug_shows_the_traceback_of_the_same_error(
 ) -> None:
     from flows.params import ParamsError
 
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(edited({"seed": -1})), encoding="utf-8")
+    params = hostile_params(tmp_path, {"seed": -1})
     with pytest.raises(ParamsError, match=r"seed: got -1"):
         cli.main(["--debug", "check-params", "--params", str(params)])
     monkeypatch.setenv("MMTR_DEBUG", "1")
