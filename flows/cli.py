@@ -115,8 +115,10 @@ def translate(args: argparse.Namespace) -> None:
     registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
     import torch
 
+    from corpora.weights import checkpoint_stem
     from features.store import FeatureStore
     from mmt import systems
+    from mmt.checkpoint import FINETUNE
     from mmt.translator import MMTTranslator
     from mmt.translator_protocol import Translator
     from settings.runtime import Runtime
@@ -134,7 +136,7 @@ def translate(args: argparse.Namespace) -> None:
         raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store")
     store = FeatureStore.open(args.store) if args.store and backend.multimodal else None
     translator: Translator
-    if args.checkpoint != "finetune.pt":  # another checkpoint of a regional system, e.g. the text-only pretrain.pt
+    if checkpoint_stem(args.checkpoint).name != FINETUNE:  # another checkpoint of a regional system: pretrain
         translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=torch.device(args.device))
         store = None
     else:
@@ -159,14 +161,15 @@ def search(args: argparse.Namespace) -> None:
     import torch
 
     from corpora.io import user_cache_dir
+    from corpora.weights import checkpoint_files
     from features.store import FeatureStore
-    from retrieval.checkpoint import load_retrieval
+    from retrieval.checkpoint import MODEL, load_retrieval
     from retrieval.search import cache_file, describe, fingerprint, gallery_embeddings, hits_json
     from retrieval.search import search as run_search
 
     model_dir = Path(args.model)
     device = torch.device(args.device)
-    loaded = load_retrieval(model_dir / "model.pt", device=device)
+    loaded = load_retrieval(model_dir / MODEL, device=device)
     store_path = Path(args.store or loaded.extra["store"])
     if not store_path.is_dir():
         raise InputError(f"{store_path}: feature store not found (pass --store)")
@@ -181,7 +184,8 @@ def search(args: argparse.Namespace) -> None:
     if not image_ids:
         raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
     paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
-    identity = fingerprint(model_dir / "model.pt", store_path / "regions.npy", store_path / "index.parquet")
+    files = checkpoint_files(model_dir / MODEL)
+    identity = fingerprint(files.weights, files.fields, store_path / "regions.npy", store_path / "index.parquet")
     cache = cache_file(Path(args.cache_dir) if args.cache_dir else user_cache_dir(), identity, args.split)
     gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
                                  device=device)  # fmt: skip
@@ -230,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     trans.add_argument("--models", default="data/models/mmt", help="folder of trained systems")
     trans.add_argument(
         "--checkpoint",
-        default="finetune.pt",
-        help="finetune.pt (default) or, for a regional system, pretrain.pt (text-only)",
+        default="finetune",
+        help="finetune (default) or, for a regional system, pretrain (text-only); a .safetensors or an earlier .pt "
+        "file name of the system folder works too",
     )
     trans.add_argument("--store", help="FeatureStore folder: translate with image regions (lines: image_id<TAB>text)")
     trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")

@@ -1,8 +1,10 @@
-"""Saving and loading :class:`~mmt.model.RegionalMMT` checkpoints (``pretrain.pt``, ``finetune.pt``).
+"""Saving and loading :class:`~mmt.model.RegionalMMT` checkpoints (``pretrain``, ``finetune`` in a system folder).
 
-A checkpoint is a plain dict ``{"config": asdict(MMTConfig), "shape": asdict(MMTShape), "state_dict": ...,
-"extra": ...}`` that
-``torch.load(weights_only=True)`` reads, so loading a file from elsewhere never runs pickled code.
+A checkpoint is two files (:mod:`corpora.weights`): ``<name>.safetensors``, the weights, and ``<name>.json``,
+``{"config": asdict(MMTConfig), "shape": asdict(MMTShape), "extra": ...}`` with the weights file's sha256.
+Functions take the checkpoint's stem path (``<folder>/finetune``) or one of its file names; a ``<name>.pt`` of
+the earlier format (one ``torch.save`` dict that also holds the ``state_dict``) is still read, with
+``torch.load(weights_only=True)``, so loading a file from elsewhere never runs pickled code.
 """
 
 from __future__ import annotations
@@ -13,48 +15,53 @@ from typing import Any
 
 import torch
 
-from corpora.io import InputError, atomic_path
+from corpora.io import InputError
+from corpora.weights import CheckpointFiles, update_fields, write_checkpoint
+from corpora.weights import read_checkpoint as read_checkpoint_files
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 
 PathLike = str | os.PathLike[str]
+# The checkpoints of a system folder, by stem: text-only pre-training and fine-tuning (the system's weights).
+PRETRAIN, FINETUNE = "pretrain", "finetune"
 # Fine-tuning starts the visual part afresh: text-only pre-training never reads the region projection.
 VISUAL_PREFIXES = ("region_proj.",)
 # Fields a pre-trained model must share with the model it goes into (dropout, region_dim, max_len may differ).
 MUST_MATCH = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "pad_id", "unk_id", "bos_id", "eos_id")
 _PARTS = ("config", "shape", "state_dict", "extra")
+KIND = "MMT checkpoint"
 
 
 def save_mmt(path: PathLike, model: RegionalMMT, *, extra: dict[str, Any]) -> None:
-    """Write the weights, the config and ``extra`` (plain values: numbers, strings, lists, dicts) atomically."""
-    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-    with atomic_path(path) as tmp:
-        torch.save(
-            {"config": asdict(model.config), "shape": asdict(model.shape), "state_dict": state, "extra": dict(extra)},
-            tmp,
-        )
+    """Write the weights, the config and ``extra`` (JSON values: numbers, strings, lists, dicts) atomically, as
+    ``<stem>.safetensors`` and ``<stem>.json``; the same model and ``extra`` give the same bytes."""
+    write_checkpoint(path, model.state_dict(),
+                     {"config": asdict(model.config), "shape": asdict(model.shape), "extra": dict(extra)})  # fmt: skip
 
 
 def read_checkpoint(path: PathLike, *, device: torch.device) -> dict[str, Any]:
-    """The checkpoint dict with its tensors on ``device``.
+    """The checkpoint dict (config, shape, extra and the ``state_dict`` of tensors on ``device``).
 
     Raises:
         InputError: a missing file, or one that is not an MMT checkpoint (names the file and what is wrong).
     """
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: MMT checkpoint not found")
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
-    except Exception as error:  # torch raises several kinds for a file of another format
-        raise InputError(f"{path}: not a readable MMT checkpoint ({error})") from error
-    if not isinstance(checkpoint, dict) or not set(_PARTS) <= checkpoint.keys():
-        raise InputError(f"{path}: not an MMT checkpoint of this version (expected the keys {', '.join(_PARTS)})")
-    return checkpoint
+    return _read(path, device=device)[0]
+
+
+def _read(path: PathLike, *, device: torch.device) -> tuple[dict[str, Any], CheckpointFiles]:
+    checkpoint, files = read_checkpoint_files(path, device=device, kind=KIND)
+    expected = _PARTS if files.legacy else tuple(part for part in _PARTS if part != "state_dict")
+    if not set(_PARTS) <= checkpoint.keys():
+        raise InputError(f"{files.fields}: not an MMT checkpoint of this version (expected the keys "
+                         f"{', '.join(expected)})")  # fmt: skip
+    return checkpoint, files
 
 
 def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> tuple[MMTConfig, MMTShape]:
     """The :class:`MMTConfig` and :class:`MMTShape` stored in ``checkpoint``; bad fields name the file."""
     parts = []
     for kind, key in ((MMTConfig, "config"), (MMTShape, "shape")):
+        if not isinstance(checkpoint[key], dict):
+            raise InputError(f"{path}: {key} is a {type(checkpoint[key]).__name__}, not an object of fields")
         stored = dict(checkpoint[key])
         unknown = sorted(set(stored) - {field.name for field in fields(kind)})
         if unknown:
@@ -70,19 +77,20 @@ def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> tuple[MMTCo
 
 def load_mmt(path: PathLike, *, device: torch.device) -> tuple[RegionalMMT, dict[str, Any]]:
     """Rebuild the saved model on ``device`` in eval mode; returns it with the checkpoint's ``extra``."""
-    checkpoint = read_checkpoint(path, device=device)
-    model = RegionalMMT(*checkpoint_config(path, checkpoint))
+    checkpoint, files = _read(path, device=device)
+    model = RegionalMMT(*checkpoint_config(files.fields, checkpoint))
     model.load_state_dict(checkpoint["state_dict"])
     return model.to(device).eval(), checkpoint["extra"]
 
 
 def record_text_pipeline(path: PathLike, identity: dict[str, str]) -> None:
     """Add the text pipeline a checkpoint was trained with (``TextPipeline.identity``) to its ``extra``, so that a
-    loader can refuse a checkpoint copied beside another direction's or another corpus's vocabularies."""
+    loader can refuse a checkpoint copied beside another direction's or another corpus's vocabularies. Only the
+    JSON is rewritten (a ``.pt`` checkpoint is written anew in the current format)."""
     checkpoint = read_checkpoint(path, device=torch.device("cpu"))
+    del checkpoint["state_dict"]
     checkpoint["extra"] = {**checkpoint["extra"], "text_pipeline": dict(identity)}
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
+    update_fields(path, checkpoint, kind=KIND)
 
 
 def check_text_pipeline(path: PathLike, checkpoint_shape: MMTShape, extra: dict[str, Any],
@@ -120,8 +128,8 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
             ``MUST_MATCH``, every key missing on either side and every shape that differs is listed.
     """
     device = next(model.parameters()).device
-    checkpoint = read_checkpoint(path, device=device)
-    stored_config, stored_shape = checkpoint_config(path, checkpoint)
+    checkpoint, files = _read(path, device=device)
+    stored_config, stored_shape = checkpoint_config(files.fields, checkpoint)
     theirs = asdict(stored_config) | asdict(stored_shape)
     ours = asdict(model.config) | asdict(model.shape)
     stored, own = checkpoint["state_dict"], model.state_dict()
@@ -141,7 +149,8 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
         if name in given and given[name].shape != tensor.shape
     ]
     if problems:
-        raise InputError(f"{path}: the checkpoint does not fit this model's config:\n  " + "\n  ".join(problems))
+        raise InputError(f"{files.weights}: the checkpoint does not fit this model's config:\n  "
+                         + "\n  ".join(problems))  # fmt: skip
     model.load_state_dict({**own, **given})
     match_visual_scale(model)
     return skipped

@@ -1,7 +1,8 @@
 """The translation systems of a language pair, and every MT backend by name: one row each.
 
 For every direction of a pivot-target pair, :func:`pretrain` trains the regional model text-only on the
-parallel corpus (``pretrain.pt``); then two systems are trained from there, each in its own folder:
+parallel corpus (checkpoint ``pretrain``: ``pretrain.safetensors`` + ``pretrain.json``); then two systems are
+trained from there, each in its own folder (its weights in checkpoint ``finetune``, except Marian's):
 
 - ``mmt-<src>-<tgt>``: backend ``mmt``, the regional MMT fine-tuned with region features (section 3.1);
 - ``mt-<src>-<tgt>``: the backend ``mt_system`` names: ``text-only`` (the same model fine-tuned on the
@@ -24,8 +25,9 @@ from typing import Literal
 import torch
 
 from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
+from corpora.weights import checkpoint_files, checkpoint_stem
 from features.store import FeatureStore
-from mmt.checkpoint import load_pretrained_into, record_text_pipeline
+from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
 from mmt.meteor import meteor_scores
 from mmt.metrics import (
@@ -99,7 +101,7 @@ class SystemRequest:
         data: The direction's parallel corpus and translation captions.
         config: The `mmt` settings.
         out_dir: The system folder to write.
-        pretrained: The direction's text-only ``pretrain.pt`` (its folder holds the text pipeline).
+        pretrained: The direction's text-only ``pretrain`` checkpoint (its folder holds the text pipeline).
         store: FeatureStore folder of the caption images (the multimodal backend reads it); None on the
             text-only route (no images).
         mt_models: Folder of Marian models the user holds (``marian.local_dirs``).
@@ -137,12 +139,12 @@ def train_text_pipeline(data: DirectionData, config: SubwordConfig, *, src: str,
 
 def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, region_dim: int, seed: int,
              runtime: Runtime) -> float:  # fmt: skip
-    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> ``pretrain.pt``."""
+    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     text = TextPipeline.load(model_dir)
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
     return fit_system(model, text, data.corpus["train"], data.corpus["val"], store=None, training=config.pretrain,
-                      seed=seed, runtime=runtime, checkpoint=model_dir / "pretrain.pt",
+                      seed=seed, runtime=runtime, checkpoint=model_dir / PRETRAIN,
                       name=f"pretrain {model_dir.name}")  # fmt: skip
 
 
@@ -170,9 +172,10 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
 
 
 def history_file(checkpoint: Path) -> Path:
-    """Where :func:`fit_system` writes the learning curve of ``checkpoint`` (``finetune.pt`` ->
+    """Where :func:`fit_system` writes the learning curve of ``checkpoint`` (``finetune`` ->
     ``finetune.history.tsv``)."""
-    return checkpoint.with_name(f"{checkpoint.stem}.history.tsv")
+    stem = checkpoint_stem(checkpoint)
+    return stem.with_name(f"{stem.name}.history.tsv")
 
 
 def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limit: int | None = None) -> float:
@@ -192,7 +195,7 @@ def _shape(text: TextPipeline, config: SystemsConfig, region_dim: int) -> MMTSha
 
 def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     """Fine-tune the pre-trained model on the translation captions: with regions (the MMT; the visual
-    projection starts fresh) or without (the text-only MT system) -> ``<out_dir>/finetune.pt``."""
+    projection starts fresh) or without (the text-only MT system) -> checkpoint ``<out_dir>/finetune``."""
     source = request.pretrained.parent
     text = TextPipeline.load(source)
     if request.out_dir != source:
@@ -209,7 +212,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     captions = request.data.captions
     return fit_system(model, text, captions["train"], captions["val"], store=store if multimodal else None,
                       training=request.config.finetune, seed=request.seed, runtime=request.runtime,
-                      checkpoint=request.out_dir / "finetune.pt", name=f"finetune {request.out_dir.name}")  # fmt: skip
+                      checkpoint=request.out_dir / FINETUNE, name=f"finetune {request.out_dir.name}")  # fmt: skip
 
 
 def _train_marian(request: SystemRequest) -> None:
@@ -233,7 +236,7 @@ def _train_marian(request: SystemRequest) -> None:
 
 
 def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
-    return MMTTranslator.load(folder, "finetune.pt", regions=store, device=runtime.torch_device(),
+    return MMTTranslator.load(folder, FINETUNE, regions=store, device=runtime.torch_device(),
                               autocast=runtime.autocast())  # fmt: skip
 
 
@@ -246,7 +249,7 @@ def _marian_weights(folder: Path) -> Path:
 
 
 def _finetuned(folder: Path) -> Path:
-    return folder / "finetune.pt"
+    return checkpoint_files(folder / FINETUNE).weights  # finetune.safetensors (finetune.pt of the earlier format)
 
 
 BACKENDS: dict[str, Backend] = {

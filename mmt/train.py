@@ -229,7 +229,7 @@ def fit(
         seed: Seeds the batch order and torch's global generator (dropout).
         device: Where to train.
         autocast: Returns a fresh autocast context for each forward pass (fp16 also turns on loss scaling).
-        checkpoint_path: Where the best weights go (``save_mmt``); they are loaded back at the end.
+        checkpoint_path: The checkpoint (stem path) the best weights go to (``save_mmt``); loaded back at the end.
         progress: Called after every batch with its step, epoch and loss, and the score when a validation
             followed it (a validation after the last batch, when ``eval_every`` does not divide the step count,
             is reported on its own with the mean loss since the previous one).

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from corpora.io import InputError
+from corpora.weights import checkpoint_files
 from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import check_text_pipeline, load_mmt
@@ -58,13 +59,15 @@ class MMTTranslator:
         device: torch.device,
         autocast: AutocastFactory = nullcontext,
     ) -> MMTTranslator:
-        """Load ``<model_dir>/<checkpoint>`` with the text pipeline saved beside it."""
+        """Load the checkpoint ``<model_dir>/<checkpoint>`` (a stem such as ``finetune``, or one of its file names)
+        with the text pipeline saved beside it."""
         folder = Path(model_dir)
-        if not (folder / checkpoint).is_file():
-            raise InputError(f"{folder / checkpoint}: no trained model (run the train_mmt stage for this pair)")
-        model, extra = load_mmt(folder / checkpoint, device=device)
+        files = checkpoint_files(folder / checkpoint)
+        if not files.weights.is_file():
+            raise InputError(f"{files.weights}: no trained model (run the train_mmt stage for this pair)")
+        model, extra = load_mmt(files.weights, device=device)
         text = TextPipeline.load(folder)
-        check_text_pipeline(folder / checkpoint, model.shape, extra, text.identity(), text.src_vocab.size,
+        check_text_pipeline(files.fields, model.shape, extra, text.identity(), text.src_vocab.size,
                             text.tgt_vocab.size, folder)  # fmt: skip
         return cls(model, text, name=folder.name, regions=regions, device=device, autocast=autocast)
 

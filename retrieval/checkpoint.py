@@ -1,7 +1,11 @@
-"""``model.pt`` of a trained retrieval model: weights, model name and config, vocabulary, language types.
+"""The checkpoint ``model`` of a trained retrieval model: weights, model name and config, vocabulary, language types.
 
-A plain dict that ``torch.load(weights_only=True)`` reads, so loading a file from elsewhere never runs pickled
-code. Loading checks that the file holds the model asked for and that the weights fit its config.
+Two files (:mod:`corpora.weights`): ``model.safetensors``, the weights, and ``model.json``, everything else (model
+name, config, vocabulary, language types and weights, region size, caption length, ``extra``) with the weights
+file's sha256. Functions take the checkpoint's stem path (``<run>/model``) or one of its file names; a ``model.pt``
+of the earlier format (one ``torch.save`` dict that also holds the ``state_dict``) is still read, with
+``torch.load(weights_only=True)``, so loading a file from elsewhere never runs pickled code. Loading checks that
+the checkpoint holds the model asked for and that the weights fit its config.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ from typing import Any
 
 import torch
 
-from corpora.io import InputError, atomic_path
+from corpora.io import InputError
+from corpora.weights import read_checkpoint, write_checkpoint
 from retrieval.model import RetrievalModel
 from retrieval.registry import UnknownModelError, build_model, make_config
 from retrieval.vocab import Vocabulary
 
 PathLike = str | os.PathLike[str]
 KEYS = {"model", "config", "vocab", "type_names", "type_weights", "region_dim", "max_len", "state_dict", "extra"}
+MODEL = "model"  # the checkpoint's stem in a run folder: model.safetensors + model.json
+KIND = "retrieval checkpoint"
 
 
 @dataclass
@@ -52,9 +59,9 @@ def save_retrieval(
     max_len: int,
     extra: dict[str, Any],
 ) -> None:
-    """Write everything :func:`load_retrieval` needs, atomically."""
-    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-    checkpoint = {
+    """Write everything :func:`load_retrieval` needs, atomically, as ``<stem>.safetensors`` and ``<stem>.json``
+    (``extra`` holds JSON values); the same model and fields give the same bytes."""
+    fields = {
         "model": model.name,
         "config": asdict(config),
         "vocab": vocab.to_dict(),
@@ -62,40 +69,37 @@ def save_retrieval(
         "type_weights": list(type_weights),
         "region_dim": region_dim,
         "max_len": max_len,
-        "state_dict": state,
         "extra": extra,
     }
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
+    write_checkpoint(path, model.state_dict(), fields)
 
 
 def load_retrieval(path: PathLike, *, device: torch.device, expect_model: str | None = None) -> LoadedModel:
-    """The model stored at ``path``.
+    """The model stored in the checkpoint ``path`` names (its stem, or one of its files).
 
     Raises:
         InputError: a missing or unreadable file, one that is not a retrieval checkpoint, one holding another
             model than ``expect_model``, an unknown model name, or weights that do not fit the stored config
-            (missing, unexpected and mis-shaped parameters listed).
+            (missing, unexpected and mis-shaped parameters listed); the message names the file.
     """
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: retrieval checkpoint not found")
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
-    except Exception as error:  # torch raises several kinds for a file of another format
-        raise InputError(f"{path}: not a readable retrieval checkpoint ({error})") from error
-    if not isinstance(checkpoint, dict) or not checkpoint.keys() >= KEYS:
-        raise InputError(f"{path}: not a retrieval checkpoint (expected the keys {sorted(KEYS)})")
+    checkpoint, files = read_checkpoint(path, device=device, kind=KIND)
+    source = files.fields  # the fields' file: .json (.pt of the earlier format)
+    if not checkpoint.keys() >= KEYS:
+        expected = KEYS if files.legacy else KEYS - {"state_dict"}
+        raise InputError(f"{source}: not a retrieval checkpoint (expected the keys {sorted(expected)})")
     name = checkpoint["model"]
     if expect_model is not None and name != expect_model:
-        raise InputError(f"{path}: holds a {name!r} model, not {expect_model!r}")
-    vocab = Vocabulary.from_dict(checkpoint["vocab"])
+        raise InputError(f"{source}: holds a {name!r} model, not {expect_model!r}")
     try:
+        vocab = Vocabulary.from_dict(checkpoint["vocab"])
         config = make_config(name, checkpoint["config"])
         model = build_model(name, config, vocab_size=len(vocab), languages=len(vocab.languages),
                             region_dim=int(checkpoint["region_dim"]))  # fmt: skip
     except (UnknownModelError, ValueError, TypeError) as error:
-        raise InputError(f"{path}: {error}") from error
-    _load_weights(path, model, checkpoint["state_dict"])
+        raise InputError(f"{source}: {error}") from error
+    except KeyError as error:  # after UnknownModelError, a KeyError too
+        raise InputError(f"{source}: the vocabulary lacks the key {error}") from error
+    _load_weights(files.weights, model, checkpoint["state_dict"])
     model.to(device).eval()
     return LoadedModel(name, model, vocab, tuple(checkpoint["type_names"]), int(checkpoint["max_len"]),
                        dict(checkpoint["extra"]))  # fmt: skip

@@ -1,9 +1,9 @@
 """One retrieval run from the caption tables: read, build the vocabulary, train, save; test; translate-search.
 
 ``RetrievalConfig`` is the `retrieval` section of params.yaml. :func:`train_model` trains one model on one
-caption variant (human + synthesized captions) and writes ``model.pt``; :func:`test_model` scores a saved
-model on the test split's human captions, per language; :func:`translate_search` scores queries translated
-into the pivot language first (Table 5).
+caption variant (human + synthesized captions) and writes its checkpoint (``model.safetensors`` +
+``model.json``); :func:`test_model` scores a saved model on the test split's human captions, per language;
+:func:`translate_search` scores queries translated into the pivot language first (Table 5).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 
 from corpora.io import InputError
 from features.store import FeatureStore
-from retrieval.checkpoint import LoadedModel, save_retrieval
+from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
 from retrieval.evaluation import Metrics
@@ -182,7 +182,7 @@ def train_model(
     out_dir: Path, *, seed: int, runtime: Runtime, on_epoch: Callable[[dict[str, object]], None] | None = None,
 ) -> FitResult:  # fmt: skip
     """Train model ``name`` on the captions of the variant at ``captions_path`` that ``role`` keeps; select the
-    epoch on the role's test languages; write ``out_dir/model.pt``.
+    epoch on the role's test languages; write the checkpoint ``out_dir/model`` (``model.safetensors`` + ``.json``).
 
     Raises:
         InputError: the role tests a language it has no training captions of in this variant.
@@ -219,7 +219,7 @@ def train_model(
              "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
              "train_selectors": _selectors(role)}  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_retrieval(out_dir / "model.pt", model, config=model_config, vocab=vocab, type_names=train.type_names,
+    save_retrieval(out_dir / MODEL, model, config=model_config, vocab=vocab, type_names=train.type_names,
                    type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip
     return result
 

@@ -32,7 +32,7 @@ def train_subwords(data: DirectionData, config: SubwordConfig, *, src: str, tgt:
 @task(cache_policy=NO_CACHE, persist_result=False)
 def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir: str, region_dim: int, seed: int,
                        runtime: Runtime) -> float:  # fmt: skip
-    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> ``pretrain.pt``."""
+    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     return systems.pretrain(data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed, runtime=runtime)
 
 

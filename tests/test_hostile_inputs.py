@@ -232,9 +232,9 @@ CLI_CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
         r"give --store",
     ),
     (
-        "search: model folder without model.pt",
+        "search: model folder without its checkpoint",
         lambda root: ["search", "a dog", "--model", str(root), "--lang", "en"],
-        r"model\.pt",
+        r"model\.safetensors: retrieval checkpoint not found",
     ),
     (
         "translate: system.json nested too deeply",

@@ -89,7 +89,7 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     train_mmt.main([*common, "--parallel", str(prepared_parallel), "--mt_models", str(tmp_path / "mt-models"),
                     "--metrics", str(tmp_path / "metrics")])  # fmt: skip
     assert sorted(path.name for path in models.iterdir()) == ["mmt-de-en", "mmt-en-de", "mt-de-en", "mt-en-de"]
-    assert not (models / "mmt-en-de" / "finetune.pt").exists(), "the MMT needs images: not trained here"
+    assert not (models / "mmt-en-de" / "finetune.safetensors").exists(), "the MMT needs images: not trained here"
     for name in ("mt-en-de", "mt-de-en"):
         metrics = json.loads((tmp_path / "metrics" / f"{name}.json").read_text(encoding="utf-8"))
         assert metrics["test_sentences"] == 1000, f"{name}: scored on the whole test2016 split"

@@ -102,7 +102,7 @@ def test_staged_children_move_in_whole_entries_only_when_the_block_succeeds(tmp_
     (out / "keep.json").write_text("untouched")
     with pytest.raises(RuntimeError), staged_children(out) as staged:
         (staged / "mmt-en-de").mkdir()
-        (staged / "mmt-en-de" / "pretrain.pt").write_text("early")
+        (staged / "mmt-en-de" / "pretrain.safetensors").write_text("early")
         raise RuntimeError("killed half way")
     assert sorted(p.name for p in out.iterdir()) == ["keep.json", "mmt-en-de"]  # nothing moved, no temporary left
     assert (out / "mmt-en-de" / "old.pt").read_text() == "old"
@@ -110,10 +110,10 @@ def test_staged_children_move_in_whole_entries_only_when_the_block_succeeds(tmp_
     stale.mkdir()
     with staged_children(out) as staged:
         (staged / "mmt-en-de").mkdir()
-        (staged / "mmt-en-de" / "finetune.pt").write_text("new")
+        (staged / "mmt-en-de" / "finetune.safetensors").write_text("new")
         (staged / "mmt-en-de.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["keep.json", "mmt-en-de", "mmt-en-de.json"]
-    assert sorted(p.name for p in (out / "mmt-en-de").iterdir()) == ["finetune.pt"]  # replaced as a whole
+    assert sorted(p.name for p in (out / "mmt-en-de").iterdir()) == ["finetune.safetensors"]  # replaced as a whole
 
 
 def test_a_byte_order_mark_is_no_part_of_the_first_line(tmp_path: Path) -> None:

@@ -100,7 +100,7 @@ def pinned_fit(checkpoint: Path) -> tuple[FitResult, RegionalMMT]:
 
 
 def test_pinned_fit_numbers(tmp_path: Path) -> None:
-    result, model = pinned_fit(tmp_path / "mmt.pt")
+    result, model = pinned_fit(tmp_path / "mmt")
     with torch.no_grad():
         weights = [parameter.double() for parameter in model.parameters()]
         weight_sum = float(sum(weight.sum() for weight in weights))

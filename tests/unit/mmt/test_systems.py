@@ -21,6 +21,7 @@ from corpora.io import InputError
 from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
+from mmt.checkpoint import read_checkpoint
 from mmt.marian import MarianSettings, MarianTranslator
 from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
 from mmt.model import MMTConfig
@@ -201,7 +202,8 @@ def test_backend_registry_rows() -> None:
     assert list(BACKENDS) == ["mmt", "text-only", "marian"]
     assert [backend.multimodal for backend in BACKENDS.values()] == [True, False, False]
     folder = Path("/systems/x")
-    assert BACKENDS["mmt"].weights_file(folder) == BACKENDS["text-only"].weights_file(folder) == folder / "finetune.pt"
+    weights = folder / "finetune.safetensors"
+    assert BACKENDS["mmt"].weights_file(folder) == BACKENDS["text-only"].weights_file(folder) == weights
 
 
 def test_marian_weights_file_prefers_safetensors(tmp_path: Path) -> None:
@@ -314,7 +316,7 @@ class Trained:
             data=self.data,
             config=config,
             out_dir=out_dir,
-            pretrained=self.root / "en-de" / "pretrain.pt",
+            pretrained=self.root / "en-de" / "pretrain",
             store=str(self.store),
             mt_models=self.root / "held",
             seed=seed,
@@ -394,7 +396,7 @@ def test_examples_hold_subword_ids_and_store_rows(trained: Trained, caplog: pyte
 
 
 def test_pretrain_writes_a_text_only_checkpoint(trained: Trained) -> None:
-    checkpoint = torch.load(trained.root / "en-de" / "pretrain.pt", weights_only=True)
+    checkpoint = read_checkpoint(trained.root / "en-de" / "pretrain", device=torch.device("cpu"))
     assert checkpoint["shape"]["region_dim"] == D and checkpoint["config"]["hidden"] == 16
     assert 0.0 <= trained.pretrain_score <= 100.0
 
@@ -409,7 +411,8 @@ def test_every_system_folder_records_its_backend(trained: Trained) -> None:
     (legacy / SYSTEM_FILE).write_text('{"backend": "mmt"}')
     assert system_languages(legacy) == ("en", "de")
     (legacy / SYSTEM_FILE).write_text(json.dumps({"backend": "mmt", "src": "en", "tgt": "de"}))
-    assert {"finetune.pt", "text.json", "src.model", "tgt.model"} <= {p.name for p in trained.folder("mmt").iterdir()}
+    files = {"finetune.safetensors", "finetune.json", "text.json", "src.model", "tgt.model"}
+    assert files <= {p.name for p in trained.folder("mmt").iterdir()}
     assert isinstance(trained.scores["mmt"], float) and isinstance(trained.scores["text-only"], float)
     assert trained.scores["marian"] is None
 
@@ -432,8 +435,8 @@ def test_a_retrained_system_is_loaded_afresh(trained: Trained, tmp_path: Path) -
     shutil.copytree(trained.folder("text-only"), folder)
     first = load_system(str(folder), None, CPU)
     assert load_system(str(folder), None, CPU) is first
-    weights = folder / "finetune.pt"
-    retrained = tmp_path / "retrained.pt"
+    weights = folder / "finetune.safetensors"
+    retrained = tmp_path / "retrained.safetensors"
     shutil.copyfile(weights, retrained)
     retrained.replace(weights)  # as an atomic rewrite by train_system would
     assert load_system(str(folder), None, CPU) is not first
@@ -442,8 +445,8 @@ def test_a_retrained_system_is_loaded_afresh(trained: Trained, tmp_path: Path) -
 def test_a_system_without_its_weights_is_an_input_error(trained: Trained, tmp_path: Path) -> None:
     folder = tmp_path / "mmt"
     shutil.copytree(trained.folder("mmt"), folder)
-    (folder / "finetune.pt").unlink()
-    with pytest.raises(InputError, match=r"finetune.pt: not found; the system in .* is incomplete"):
+    (folder / "finetune.safetensors").unlink()
+    with pytest.raises(InputError, match=r"finetune\.safetensors: not found; the system in .* is incomplete"):
         load_system(str(folder), str(trained.store), CPU)
 
 
@@ -472,26 +475,31 @@ def test_text_only_system_ignores_images_and_mmt_needs_them(trained: Trained) ->
 
 
 def test_system_sha256_is_the_weights_file_hash(trained: Trained) -> None:
-    for backend, name in (("mmt", "finetune.pt"), ("text-only", "finetune.pt"), ("marian", "model.safetensors")):
+    for backend, name in (("mmt", "finetune.safetensors"), ("text-only", "finetune.safetensors"),
+                          ("marian", "model.safetensors")):  # fmt: skip
         folder = trained.folder(backend)
         assert system_sha256(str(folder)) == hashlib.sha256((folder / name).read_bytes()).hexdigest(), backend
     assert system_sha256(str(trained.folder("mmt"))) != system_sha256(str(trained.folder("text-only")))
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    tensors = read_checkpoint(path, device=torch.device("cpu"))["state_dict"]
+    assert isinstance(tensors, dict)
+    return tensors
 
 
 def test_same_seed_same_weights(trained: Trained, tmp_path: Path) -> None:
     """Retraining with the seed of the fixture gives identical weights; another seed other weights."""
     again = train_system("mmt", trained.request(tmp_path / "again"))
     assert again == trained.scores["mmt"]
-    first, second = _weights(trained.folder("mmt") / "finetune.pt"), _weights(tmp_path / "again" / "finetune.pt")
+    first, second = _weights(trained.folder("mmt") / "finetune"), _weights(tmp_path / "again" / "finetune")
     assert first.keys() == second.keys()
     for name, tensor in first.items():
         assert torch.equal(tensor, second[name]), name
+    for name in ("finetune.safetensors", "finetune.json"):  # the same weights and fields: the same bytes
+        assert (trained.folder("mmt") / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
     train_system("mmt", trained.request(tmp_path / "other", seed=1))
-    other = _weights(tmp_path / "other" / "finetune.pt")
+    other = _weights(tmp_path / "other" / "finetune")
     assert any(not torch.equal(tensor, other[name]) for name, tensor in first.items())
 
 
@@ -500,7 +508,7 @@ def test_fine_tuning_starts_from_the_pretrained_text_weights(trained: Trained, t
     the visual projection is fresh."""
     frozen = dataclasses.replace(CONFIG, finetune=TrainConfig(epochs=1, batch_size=8, lr=1e-12, patience=1))
     train_system("mmt", trained.request(tmp_path / "mmt", config=frozen))
-    pretrained, tuned = _weights(trained.root / "en-de" / "pretrain.pt"), _weights(tmp_path / "mmt" / "finetune.pt")
+    pretrained, tuned = _weights(trained.root / "en-de" / "pretrain"), _weights(tmp_path / "mmt" / "finetune")
     text_weights = [name for name in pretrained if not name.startswith("region_proj.")]
     assert text_weights and len(text_weights) < len(pretrained)
     for name in text_weights:
@@ -609,7 +617,7 @@ def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Tr
     import shutil
 
     source = trained.folder("mmt")
-    checkpoint = torch.load(source / "finetune.pt", weights_only=True)
+    checkpoint = json.loads((source / "finetune.json").read_text())
     assert checkpoint["extra"]["text_pipeline"]["src_lang"] == "en"  # recorded when training ended
     swapped = tmp_path / "mmt-de-en"
     shutil.copytree(source, swapped)
@@ -619,9 +627,9 @@ def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Tr
     config.update(src_lang="de", tgt_lang="en", src_vocab_size=config["tgt_vocab_size"],
                   tgt_vocab_size=config["src_vocab_size"])  # fmt: skip
     (swapped / "text.json").write_text(json.dumps(config))
-    with pytest.raises(InputError, match=r"finetune\.pt: .*the checkpoint belongs to another system folder"):
-        MMTTranslator.load(swapped, "finetune.pt", regions=None, device=torch.device("cpu"))
-    MMTTranslator.load(source, "finetune.pt", regions=None, device=torch.device("cpu"))  # its own folder: fine
+    with pytest.raises(InputError, match=r"finetune\.json: .*the checkpoint belongs to another system folder"):
+        MMTTranslator.load(swapped, "finetune", regions=None, device=torch.device("cpu"))
+    MMTTranslator.load(source, "finetune", regions=None, device=torch.device("cpu"))  # its own folder: fine
 
 
 def test_each_fit_leaves_its_learning_curve_beside_the_checkpoint(trained: Trained) -> None:

@@ -82,7 +82,7 @@ def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
         seed=1,
         device=CPU,
         autocast=no_autocast,
-        checkpoint_path=tmp_path / "mmt.pt",
+        checkpoint_path=tmp_path / "mmt",
         progress=lambda report: losses.append(report["loss"]),
     )
     assert losses[0] > 2.5 and min(losses[-10:]) < 0.05
@@ -109,7 +109,7 @@ def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path)
         seed=0,
         device=CPU,
         autocast=no_autocast,
-        checkpoint_path=tmp_path / "mmt.pt",
+        checkpoint_path=tmp_path / "mmt",
         progress=None,
     )
     assert result.best_score == 1.0
@@ -136,7 +136,7 @@ def test_two_fits_with_the_same_seed_give_identical_weights(tmp_path: Path) -> N
             seed=seed,
             device=CPU,
             autocast=no_autocast,
-            checkpoint_path=tmp_path / f"run{run}.pt",
+            checkpoint_path=tmp_path / f"run{run}",
             progress=None,
         )
         weights.append(model.state_dict())
@@ -164,7 +164,7 @@ def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_pat
         seed=0,
         device=CPU,
         autocast=no_autocast,
-        checkpoint_path=tmp_path / "best.pt",
+        checkpoint_path=tmp_path / "best",
         progress=reports.append,
     )
     assert len(snapshots) == 4  # 1 (best), 3 (best), 2 and 2.5 (two without improvement): stop
@@ -174,7 +174,7 @@ def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_pat
     state = model.state_dict()
     assert all(torch.equal(state[name], snapshots[1][name]) for name in state)
     assert not all(torch.equal(state[name], snapshots[3][name]) for name in state)
-    assert load_mmt(tmp_path / "best.pt", device=CPU)[1]["score"] == 3.0
+    assert load_mmt(tmp_path / "best", device=CPU)[1]["score"] == 3.0
 
 
 def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_p
         seed=0,
         device=CPU,
         autocast=no_autocast,
-        checkpoint_path=tmp_path / "best.pt",
+        checkpoint_path=tmp_path / "best",
         progress=lambda report: steps.append(report["step"]),
     )
     assert [record["step"] for record in result.history] == [3, 4]  # 8 pairs in batches of 2: 4 steps
@@ -235,8 +235,8 @@ def test_bad_examples_are_named(example: Example, message: str) -> None:
 
 def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
     model = new_model(replace(CONFIG, layers=2, dropout=0.1)).eval()
-    save_mmt(tmp_path / "m.pt", model, extra={"step": 12, "note": "x"})
-    loaded, extra = load_mmt(tmp_path / "m.pt", device=CPU)
+    save_mmt(tmp_path / "m", model, extra={"step": 12, "note": "x"})
+    loaded, extra = load_mmt(tmp_path / "m", device=CPU)
     assert extra == {"step": 12, "note": "x"} and loaded.config == model.config and not loaded.training
     assert loaded.shape == model.shape
     src = random_sentences(3, vocab=24, seed=3)
@@ -251,10 +251,10 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
 
 def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) -> None:
     pretrained = new_model(seed=1, shape=replace(SHAPE, region_dim=4))  # text-only: any region_dim
-    save_mmt(tmp_path / "pretrain.pt", pretrained, extra={})
+    save_mmt(tmp_path / "pretrain", pretrained, extra={})
     model = new_model(seed=2)
     fresh = copy.deepcopy(model.state_dict())
-    skipped = load_pretrained_into(model, tmp_path / "pretrain.pt")
+    skipped = load_pretrained_into(model, tmp_path / "pretrain")
     assert skipped == ["region_proj.bias", "region_proj.weight"]
     state, source = model.state_dict(), pretrained.state_dict()
     for name, tensor in state.items():
@@ -274,9 +274,9 @@ def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) ->
 
 def test_load_pretrained_lists_what_does_not_fit(tmp_path: Path) -> None:
     other = new_model(replace(CONFIG, hidden=24), shape=replace(SHAPE, tgt_vocab=40))
-    save_mmt(tmp_path / "other.pt", other, extra={})
+    save_mmt(tmp_path / "other", other, extra={})
     with pytest.raises(InputError) as error:
-        load_pretrained_into(new_model(), tmp_path / "other.pt")
+        load_pretrained_into(new_model(), tmp_path / "other")
     message = str(error.value)
     assert (
         "config tgt_vocab: checkpoint 40, model 30" in message and "config hidden: checkpoint 24, model 32" in message
@@ -284,9 +284,9 @@ def test_load_pretrained_lists_what_does_not_fit(tmp_path: Path) -> None:
     assert "output.weight: checkpoint (40, 24), model (30, 32)" in message
     assert "encoder.weight_hh_l0: checkpoint (96, 24), model (128, 32)" in message
     deeper = new_model(replace(CONFIG, layers=2))
-    save_mmt(tmp_path / "deeper.pt", deeper, extra={})
+    save_mmt(tmp_path / "deeper", deeper, extra={})
     with pytest.raises(InputError, match=r"not in the model: decoder\.1\.weight_hh"):
-        load_pretrained_into(new_model(), tmp_path / "deeper.pt")
+        load_pretrained_into(new_model(), tmp_path / "deeper")
 
 
 def test_loading_something_else_fails_clearly(tmp_path: Path) -> None:
@@ -317,7 +317,7 @@ def test_a_non_finite_loss_or_gradient_stops_training_before_the_update(
     monkeypatch.setattr(train_module, "mmt_loss", poisoned)
     config = TrainConfig(epochs=3, batch_size=4, lr=1e-2, patience=1000)
     common = {"regions": None, "evaluate": exact_matches(toy_pairs()), "config": config, "seed": 1, "device": CPU,
-              "autocast": no_autocast, "checkpoint_path": tmp_path / "mmt.pt"}  # fmt: skip
+              "autocast": no_autocast, "checkpoint_path": tmp_path / "mmt"}  # fmt: skip
     with pytest.raises(FloatingPointError, match=r"^MMT training diverged at epoch 2, step 3: the loss is nan"):
         fit(new_model(), toy_pairs(), **common)  # type: ignore[arg-type]
     monkeypatch.setattr(train_module, "mmt_loss", real)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -164,19 +165,19 @@ def test_c2c_steps_and_mule_pretraining_run() -> None:
 def test_checkpoint_round_trip_and_errors(tmp_path: Path) -> None:
     model, _, (encoded, validation, regions), (config, vocab) = train_toy("san", epochs=1)
     assert len(encoded.type_names) == 2  # type: ignore[attr-defined]
-    path = tmp_path / "model.pt"
+    path = tmp_path / "model"
     save_retrieval(path, model, config=config, vocab=vocab, type_names=encoded.type_names, type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
                    region_dim=8, max_len=20, extra={"store": "x"})  # fmt: skip
     loaded = load_retrieval(path, device=torch.device("cpu"), expect_model="san")
     before = evaluate(model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
     after = evaluate(loaded.model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
     assert before == after
-    with pytest.raises(InputError, match="holds a 'san' model, not 'scan'"):
+    with pytest.raises(InputError, match=r"model\.json: holds a 'san' model, not 'scan'"):
         load_retrieval(path, device=torch.device("cpu"), expect_model="scan")
-    checkpoint = torch.load(path, weights_only=True)
-    checkpoint["config"]["hidden"] = 32
-    torch.save(checkpoint, tmp_path / "other.pt")
-    with pytest.raises(InputError, match="weights do not fit a 'san' model of the stored config; missing"):
+    checkpoint = json.loads((tmp_path / "model.json").read_text())
+    checkpoint["config"]["hidden"] = 32  # the earlier format too: one torch.save dict, the weights inside
+    torch.save({**checkpoint, "state_dict": model.state_dict()}, tmp_path / "other.pt")  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match=r"other\.pt: weights do not fit a 'san' model of the stored config; missing"):
         load_retrieval(tmp_path / "other.pt", device=torch.device("cpu"))
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a readable retrieval checkpoint"):
@@ -185,7 +186,7 @@ def test_checkpoint_round_trip_and_errors(tmp_path: Path) -> None:
 
 def test_search_finds_the_described_image_and_uses_the_cache(tmp_path: Path) -> None:
     model, _, (encoded, _, regions), (config, vocab) = train_toy("san", warmup_epochs=1)
-    path = tmp_path / "model.pt"
+    path = tmp_path / "model"
     save_retrieval(path, model, config=config, vocab=vocab, type_names=encoded.type_names, type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
                    region_dim=8, max_len=20, extra={})  # fmt: skip
     loaded = load_retrieval(path, device=torch.device("cpu"))
