@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from corpora.adapters import ADAPTERS, PrepareConfig
+from corpora.hf_dataset import ExportConfig
 from corpora.io import InputError
 from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
@@ -48,6 +49,7 @@ class Paths:
     mt_models: str  # Marian model folders you hold (e.g. an opus-mt model downloaded elsewhere), one per pair
     synthesized: str  # synthesized captions per target language: <synthesized>/<tgt>.parquet
     augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
+    exports: str  # caption variants as Hugging Face dataset folders: <exports>/<variant>/
     word_vectors: str  # FastText .vec files you hold for retrieval.vocab.fasttext
     reports: str  # results.md and index.html
 
@@ -110,6 +112,7 @@ class Params:
     mmt: SystemsConfig
     synthesis: SynthesisConfig
     augment: AugmentConfig
+    export: ExportConfig
     retrieval: RetrievalConfig
 
     def corpus(self, name: str) -> CorpusParams:
@@ -147,6 +150,9 @@ class Params:
             if variants[name].hops > self.synthesis.hops:  # `augment` would find no captions of the later hops
                 raise SettingError(key, f"{name} needs {variants[name].hops} hops; synthesis.hops is "
                                         f"{self.synthesis.hops}")  # fmt: skip
+        for index, name in enumerate(self.export.variants):  # `augment` writes only these
+            check(name in retrieval.variants, f"export.variants[{index}]", name,
+                  f"one of retrieval.variants {list(retrieval.variants)}")  # fmt: skip
         for key, codes in (("retrieval.languages", retrieval.languages),
                            ("retrieval.translate_search.languages", retrieval.translate_search.languages)):  # fmt: skip
             for index, code in enumerate(codes):

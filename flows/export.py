@@ -1,0 +1,100 @@
+"""Stage `export`: each caption variant that `augment` built as a Hugging Face dataset folder.
+
+``<out>/<variant>/`` holds a dataset card (README.md, whose ``configs`` let ``datasets.load_dataset(<folder>)``
+read it), the Parquet files ``data/<split>-*.parquet`` and the ``save_to_disk`` copy ``hf/`` (``load_from_disk``);
+one row per caption with its provenance, splits train, validation (our val) and test. `export.images` embeds the
+image files, `export.regions` adds region features from the target corpus's FeatureStore (corpora/hf_dataset.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from prefect import flow, tags
+from prefect.artifacts import create_table_artifact
+
+from corpora.hf_dataset import CardInfo
+from corpora.io import InputError, atomic_dir
+from corpora.tables import read_images
+from features.store import FeatureStore
+from flows.params import Params
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
+from mmt.augment import Variant
+from tasks.export import export_caption_variant
+
+
+@flow(name="export", log_prints=True, persist_result=False)
+def export(
+    cards: dict[str, CardInfo], augmented: str, prepared: str, out: str, image_root: str | None, store: str | None
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Write ``<out>/<variant>/`` for every variant of ``cards``; returns variant -> split -> language -> rows."""
+    images = read_images(Path(prepared) / "images.parquet")
+    regions = FeatureStore.open(store) if store else None
+    rows: dict[str, dict[str, dict[str, int]]] = {}
+    for name, card in cards.items():
+        captions = Path(augmented) / name / "captions.parquet"
+        if not captions.is_file():
+            raise InputError(f"{captions}: file not found (variant {name}: run the augment stage first)")
+        task = export_caption_variant.with_options(task_run_name=f"export-{name}")
+        rows[name] = task(str(captions), images, str(Path(out) / name), card, image_root, regions).rows
+    languages = sorted({lang for splits in rows.values() for counts in splits.values() for lang in counts})
+    table = [{"variant": name, "split": split, **{lang: counts.get(lang, 0) for lang in languages},
+              "all": sum(counts.values())}
+             for name, splits in rows.items() for split, counts in splits.items()]  # fmt: skip
+    description = "Hugging Face dataset rows per split and language"
+    create_table_artifact(key=artifact_key("export-rows"), table=table, description=description)
+    return rows
+
+
+def variant_definition(variant: Variant) -> str:
+    """``MMT(f+b): the human captions plus the mmt system's captions of hops 1, 2 (2 passes followed)``."""
+    if variant.origin is None:
+        return f"{variant.display_name()}: the human captions alone"
+    kept = variant.kept_hops()
+    return (f"{variant.display_name()}: the human captions plus the {variant.origin} system's captions of "
+            f"hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))} ({variant.hops} "
+            f"pass{'es' if variant.hops > 1 else ''} followed)")  # fmt: skip
+
+
+def cards(params: Params, corpus: str, synthetic: str) -> dict[str, CardInfo]:
+    """The dataset card facts of every variant to export (export.variants, or all of retrieval.variants)."""
+    source = Path(params.corpus(corpus).source).resolve()
+    generated = Path(synthetic).resolve() in (source, *source.parents)
+    result = {}
+    for name in params.export.variants or params.retrieval.variants:
+        variant = params.augment.variants[name]
+        settings = {"languages.pivot": params.languages.pivot, "mmt.targets": list(params.mmt.targets),
+                    f"variant {name}": {"origin": variant.origin, "hops": variant.hops, "keep": list(variant.keep)},
+                    "export.images": params.export.images, "export.regions": params.export.regions}  # fmt: skip
+        result[name] = CardInfo(variant=name, definition=variant_definition(variant), corpus=corpus,
+                                dataset=params.corpus(corpus).dataset, generated=generated,
+                                pivot=params.languages.pivot, targets=params.mmt.targets,
+                                settings=settings)  # fmt: skip
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = stage_parser("export", __doc__ or "")
+    parser.add_argument("--augmented", required=True, help="augment's folder (<variant>/captions.parquet)")
+    parser.add_argument("--prepared", required=True, help="the target corpus's prepared folder (its images table)")
+    parser.add_argument("--corpus", required=True, help="the target corpus (corpus_roles.target): its image folder")
+    generated = "the built-in dataset's folder (paths.synthetic): corpora under it are generated data"
+    parser.add_argument("--synthetic", required=True, help=generated)
+    parser.add_argument("--store", required=True, help="the target corpus's FeatureStore (read with export.regions)")
+    parser.add_argument("--out", required=True)
+
+    def body(args: argparse.Namespace, params: Params) -> None:
+        config = params.export
+        image_root = params.corpus(args.corpus).images if config.images else None
+        store = args.store if config.regions else None
+        variant_cards = cards(params, args.corpus, args.synthetic)
+        with tags(*run_tags("export")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
+            named(export, args.params)(variant_cards, args.augmented, args.prepared, str(out), image_root, store)
+
+    run_stage(parser, argv, body)
+
+
+if __name__ == "__main__":
+    main()

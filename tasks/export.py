@@ -1,0 +1,35 @@
+"""Prefect tasks for the `export` stage: one caption variant as a Hugging Face dataset folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from corpora.hf_dataset import CardInfo, ExportSummary, RegionSource, export_variant
+from corpora.tables import read_captions
+
+# cache_policy=NO_CACHE, persist_result=False: DVC decides what reruns (see tasks/data.py).
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def export_caption_variant(
+    captions_file: str,
+    images: pa.Table,
+    out_dir: str,
+    card: CardInfo,
+    image_root: str | None,
+    regions: RegionSource | None,
+) -> ExportSummary:
+    """Read one variant's caption table (checked against ``images``) and write it to ``out_dir`` as a Hugging Face
+    dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region features."""
+    captions = read_captions(captions_file, images=images)
+    summary = export_variant(captions, images, Path(out_dir), card=card, image_root=image_root,
+                             with_images=image_root is not None, regions=regions, source=captions_file)  # fmt: skip
+    rows = {split: sum(counts.values()) for split, counts in summary.rows.items()}
+    get_run_logger().info("Exported %s to %s: %s rows; columns %s", card.variant, out_dir,
+                          ", ".join(f"{split} {count}" for split, count in rows.items()),
+                          ", ".join(summary.columns))  # fmt: skip
+    return summary
