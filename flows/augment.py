@@ -17,7 +17,7 @@ from corpora.io import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant, build_variant
 from mmt.diversity import lexical_diversity
 
@@ -42,7 +42,7 @@ def augment(
         rows += [{"variant": name, "lang": lang, **counts} for lang, counts in diversity.items()]
     write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
     description = "Train split: distinct tokens and bigrams per variant and language"
-    create_table_artifact(key="augment-diversity", table=rows, description=description)
+    create_table_artifact(key=artifact_key("augment-diversity"), table=rows, description=description)
     get_run_logger().info("Lexical diversity (train split): %s", json.dumps(report))
     return report
 
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             name: variant for name, variant in params.augment.variants.items() if name in params.retrieval.variants
         }
         with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
-            named(augment)(variants, args.prepared, files, str(out), args.metrics)
+            named(augment, args.params)(variants, args.prepared, files, str(out), args.metrics)
 
     run_stage(parser, argv, body)
 

@@ -16,7 +16,7 @@ from corpora.tables import read_images
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
 from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter, FeaturesConfig
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser, task_runner
 from settings.runtime import Runtime
 from tasks.features import (
     assemble_store,
@@ -98,7 +98,8 @@ def _finish(
             "seconds": round(time.perf_counter() - started, 2),
         }
     )
-    create_table_artifact(key="features-shards", table=rows, description=f"{config.extractor}: shards and timing")
+    description = f"{config.extractor}: shards and timing"
+    create_table_artifact(key=artifact_key("features-shards"), table=rows, description=description)
     return metrics
 
 
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         paths = FeaturesPaths(args.prepared, args.images, args.boxes, args.inputs, args.out, args.work, args.metrics,
                               args.detector_data)  # fmt: skip
-        runnable = named(features).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
+        runnable = named(features, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("features")):
             runnable(params.features, paths, params.seed, Runtime.resolve(params.device, params.precision))
 

@@ -10,14 +10,16 @@ from prefect import flow, tags
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
 from tasks.data import generate_synthetic_dataset, publish_counts
 
 
 @flow(name="generate", log_prints=True, persist_result=False)
 def generate(config: SyntheticConfig, out: str, seed: int, languages: Languages) -> GenerationSummary:
     summary = generate_synthetic_dataset(config, out, seed, languages)
-    publish_counts(summary.as_rows(), key="generate-counts", description="Synthetic dataset: counts per split")
+    publish_counts(
+        summary.as_rows(), key=artifact_key("generate-counts"), description="Synthetic dataset: counts per split"
+    )
     return summary
 
 
@@ -27,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         with tags(*run_tags("generate")):
-            named(generate)(params.generate, args.out, params.seed, params.languages)
+            named(generate, args.params)(params.generate, args.out, params.seed, params.languages)
 
     run_stage(parser, argv, body)
 

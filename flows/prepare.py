@@ -11,7 +11,7 @@ from corpora.adapters import PrepareConfig
 from corpora.languages import Languages
 from corpora.prepared import count_captions
 from flows.params import CorpusParams, Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
 from tasks.data import publish_counts, read_captioned_images, write_prepared_tables
 
 
@@ -22,7 +22,7 @@ def prepare(config: PrepareConfig, corpus: CorpusParams, languages: Languages, o
                                  languages, corpus.dataset)  # fmt: skip
     write_prepared_tables(read, out)
     counts = count_captions(read)
-    publish_counts(counts, key=f"prepare-{corpus.dataset}-counts".replace("_", "-"),
+    publish_counts(counts, key=artifact_key(f"prepare-{corpus.dataset}-counts"),
                    description=f"{corpus.dataset}: prepared captions per split and language")  # fmt: skip
     return counts
 
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         corpus = params.corpus(args.corpus)
         with tags(*run_tags("prepare"), f"corpus:{args.corpus}"):
-            named(prepare)(params.prepare, corpus, params.languages, args.out)
+            named(prepare, args.params)(params.prepare, corpus, params.languages, args.out)
 
     run_stage(parser, argv, body)
 

@@ -11,7 +11,7 @@ from corpora.languages import Languages
 from corpora.prepared import count_parallel
 from corpora.wmt import ParallelConfig
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
 from tasks.data import publish_counts, read_parallel_text, write_parallel_text
 
 
@@ -20,7 +20,7 @@ def prepare_parallel(config: ParallelConfig, languages: Languages, parallel: str
     tables = read_parallel_text(config, languages, parallel)
     write_parallel_text(tables, out)
     counts = count_parallel(tables)
-    publish_counts(counts, key="prepare-parallel", description="Parallel sentence pairs")
+    publish_counts(counts, key=artifact_key("prepare-parallel"), description="Parallel sentence pairs")
     return counts
 
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         with tags(*run_tags("prepare_parallel")):
-            named(prepare_parallel)(params.prepare.parallel, params.languages, args.parallel, args.out)
+            named(prepare_parallel, args.params)(params.prepare.parallel, params.languages, args.parallel, args.out)
 
     run_stage(parser, argv, body)
 

@@ -2,8 +2,8 @@
 
 Rows are model x variant x role, columns R@K per direction and language (and translate-search), from the
 metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote, then the translation systems' test scores
-(`train_mmt`'s metrics), caption diversity and round trips; `index.html` adds an rsum chart and synthesized captions
-next to the target corpus's images.
+(`train_mmt`'s metrics), caption diversity and round trips; `index.html` adds an rsum chart and, beside a few of the
+target corpus's images, a human caption with what the text-only MT and the MMT synthesized from it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from prefect import flow, tags
 from corpora.io import atomic_dir
 from corpora.tables import read_images
 from flows.params import Params
-from flows.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, commit_date, git_commit, named, run_stage, run_tags, stage_parser
 from retrieval.report import ReportContext
 from tasks.retrieval import write_report
 
@@ -26,11 +26,11 @@ SAMPLES = 6  # images with their synthesized captions on the page
 
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
-    metrics: str, augmented: str, prepared: str, images: str, out: str, variant_labels: dict[str, str],
+    metrics: str, synthesized: list[str], prepared: str, images: str, out: str, variant_labels: dict[str, str],
     diversity: str, round_trips: str, translation: str, context: ReportContext,
 ) -> str:  # fmt: skip
-    markdown = write_report(metrics, augmented, prepared, images, out, SAMPLES, variant_labels, diversity, round_trips,
-                            translation, context)  # fmt: skip
+    markdown = write_report(metrics, synthesized, prepared, images, out, SAMPLES, variant_labels, diversity,
+                            round_trips, translation, context, artifact_key("retrieval-results"))  # fmt: skip
     print(markdown)
     return markdown
 
@@ -55,8 +55,9 @@ def report_context(params: Params, prepared: str) -> ReportContext:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("report", __doc__ or "")
-    for name in ("metrics", "augmented", "prepared", "out"):
+    for name in ("metrics", "prepared", "out"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--synthesized", required=True, help="synthesize's captions folder (<target>.parquet files)")
     parser.add_argument("--corpus", required=True, help="the target corpus (corpus_roles.target): its images")
     parser.add_argument("--diversity", required=True, help="augment's metrics file (token types, bigrams)")
     parser.add_argument("--round_trips", required=True, help="synthesize's metrics folder (<paths.metrics>/synthesis)")
@@ -67,9 +68,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         context = report_context(params, args.prepared)
+        synthesized = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
         with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
-            named(report)(args.metrics, args.augmented, args.prepared, images, str(out), labels, args.diversity,
-                          args.round_trips, args.translation, context)  # fmt: skip
+            named(report, args.params)(args.metrics, synthesized, args.prepared, images, str(out), labels,
+                                       args.diversity, args.round_trips, args.translation, context)  # fmt: skip
 
     run_stage(parser, argv, body)
 

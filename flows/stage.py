@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -13,7 +14,9 @@ from typing import NoReturn, TypeVar
 
 from corpora.io import InputError
 from flows.params import Params, ParamsError, RunnerParams, load_params
+from flows.run_card import run_card_hook
 
+_KEY_CHARACTERS = re.compile(r"[^a-z0-9-]+")  # what Prefect allows in an artifact key
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
 DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
 # What a user can cause: bad params or input files, and a training run that diverged (its settings are the cause).
@@ -85,6 +88,14 @@ def run_tags(stage: str) -> list[str]:
     return tags
 
 
+def artifact_key(name: str) -> str:
+    """``name``, then the DVC experiment when one runs (``retrieval-san-mmt-f-all-exp-1a2b3``), in the characters
+    Prefect allows in a key (lowercase letters, digits, dashes)."""
+    experiment = os.environ.get("DVC_EXP_NAME")
+    key = f"{name}-{experiment}" if experiment else name
+    return _KEY_CHARACTERS.sub("-", key.lower()).strip("-")
+
+
 def git_commit() -> str | None:
     """The short commit of the working tree, ``+dirty`` when tracked files differ from it; None outside git."""
     try:
@@ -115,9 +126,12 @@ def run_name(stage: str) -> str:
 FlowT = TypeVar("FlowT")
 
 
-def named(flow: FlowT) -> FlowT:
-    """``flow`` with its runs named by :func:`run_name`."""
-    return flow.with_options(flow_run_name=run_name(flow.name))  # type: ignore[attr-defined, no-any-return]
+def named(flow: FlowT, params_file: str | None = None) -> FlowT:
+    """``flow`` with its runs named by :func:`run_name`; given the stage's params file, each run also gets its run
+    card (:func:`flows.run_card.run_card_markdown`) as an artifact when it starts."""
+    stage = run_name(flow.name)  # type: ignore[attr-defined]
+    hooks = [run_card_hook(stage, params_file, git_commit(), commit_date())] if params_file else []
+    return flow.with_options(flow_run_name=stage, on_running=hooks)  # type: ignore[attr-defined, no-any-return]
 
 
 def task_runner(runner: RunnerParams) -> object:

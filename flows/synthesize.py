@@ -19,7 +19,7 @@ from prefect.utilities.annotations import unmapped
 from corpora.io import write_text
 from corpora.prepared import read_prepared
 from flows.params import Params, ParamsError
-from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser, task_runner
 from mmt.diversity import round_trip_changes
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
@@ -80,7 +80,7 @@ def _show_samples(sources: pa.Table, passes: dict[Origin, list[pa.Table]], pivot
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in range(0, sources.num_rows, max(sources.num_rows // 8, 1))[:8]:
         lines.append("| " + " | ".join(column[row].replace("|", "/") for column in columns) + " |")
-    create_markdown_artifact(key=f"synthesized-{target}", markdown="\n".join(lines),
+    create_markdown_artifact(key=artifact_key(f"synthesized-{target}"), markdown="\n".join(lines),
                              description=f"Sampled synthesized captions ({target})")  # fmt: skip
 
 
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
         origins = tuple(origin for origin in ORIGINS if origin in params.mmt.systems)
         runtime = Runtime.resolve(params.device, params.precision)
-        runnable = named(synthesize).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
+        runnable = named(synthesize, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("synthesize"), f"pair:{params.languages.pivot}-{args.target}"):
             runnable(params.synthesis, params.languages.pivot, args.target, args.prepared, args.store, args.models,
                      args.work, args.out, args.metrics, runtime, origins)  # fmt: skip

@@ -1,12 +1,13 @@
 """Stage `train_mmt@<target>`: the pivot->target and target->pivot systems of one language pair.
 
-For each direction: subword vocabularies; text-only pre-training on the parallel corpus (`pretrain.pt`);
-multimodal fine-tuning with region features on the translation captions of the corpus in
-`corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.pt`);
-the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.pt`);
+For each direction: subword vocabularies; text-only pre-training on the parallel corpus (`pretrain.safetensors`
+and `pretrain.json`); multimodal fine-tuning with region features on the translation captions of the corpus in
+`corpus_roles.mmt_finetune` (`mmt-<src>-<tgt>/finetune.safetensors` + `.json`);
+the text-only MT system fine-tuned on the same captions without images (`mt-<src>-<tgt>/finetune.*`);
 BLEU/chrF of both on the test captions (the translations kept in each system folder), the MMT's image
 awareness, where the corpus records them the image-dependent words' accuracy and the contrastive accuracy, and a
-paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`). `mmt.systems: [mt]` trains
+paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`); the MMT's learning curve over both phases
+(`mmt-<src>-<tgt>.history.tsv`, a DVC plot). `mmt.systems: [mt]` trains
 the text-only system alone and needs no FeatureStore: the route for a corpus without images (run the flow
 without `--store`).
 """
@@ -21,11 +22,13 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
-from corpora.io import staged_children
+from corpora.io import staged_children, write_tsv
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from flows.params import Params, ParamsError
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
+from mmt.checkpoint import PRETRAIN
+from mmt.curves import learning_curve
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
 from settings.runtime import Runtime
@@ -55,7 +58,7 @@ def train_mmt(
         folders = {"mmt": mmt_dir, "mt": Path(models) / f"mt-{src}-{tgt}"}
         backends = {"mmt": "mmt", "mt": config.mt_system}
         for system in config.systems:
-            request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / "pretrain.pt", store,
+            request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / PRETRAIN, store,
                                     Path(mt_models), seed, runtime)  # fmt: skip
             train_translation_system(backends[system], request)
         test = data.captions["test"]
@@ -67,11 +70,14 @@ def train_mmt(
                                                           runtime=runtime, metrics_path=metrics_path,
                                                           contrastive=data.contrastive)  # fmt: skip
             scores = evaluations[system].metrics
+            if system == "mmt":  # its curve: text-only pre-training, then fine-tuning with regions (`dvc plots`)
+                write_tsv(f"{metrics}/{folder.name}.history.tsv", learning_curve(folder))
             rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
         if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?
             compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt,
                             metrics_path=f"{metrics}/mmt-vs-mt-{src}-{tgt}.json")  # fmt: skip
-    create_table_artifact(key=f"mmt-{pivot}-{target}", table=rows, description="Test captions: BLEU and chrF")
+    description = "Test captions: BLEU and chrF"
+    create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
     return rows
 
 
@@ -95,8 +101,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             staged_children(args.models) as models,
             staged_children(args.metrics) as metrics,
         ):
-            named(train_mmt)(params.mmt, params.languages.pivot, args.target, args.prepared, args.parallel, args.store,
-                      str(models), args.mt_models, str(metrics), params.seed, runtime)  # fmt: skip
+            named(train_mmt, args.params)(params.mmt, params.languages.pivot, args.target, args.prepared,
+                                          args.parallel, args.store, str(models), args.mt_models, str(metrics),
+                                          params.seed, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -2,9 +2,10 @@
 language role, then test it.
 
 Trains on the variant's training captions that the role keeps (human + synthesized, mixed in equal portions per
-batch), keeps the epoch with the best validation rsum on the role's test languages, and writes `model.pt` and
-the test metrics (R@1/5/10 per test language and direction, rsum, mR, median/mean rank; translate-search when
-configured). With `retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
+batch), keeps the epoch with the best validation rsum on the role's test languages, and writes the model
+(`model.safetensors` + `model.json`) and the test metrics (R@1/5/10 per test language and direction, rsum, mR,
+median/mean rank; translate-search when configured). With `retrieval.replicates` > 1 it trains that many seeds
+and the metrics are their mean and std.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from prefect import flow, tags
 
 from corpora.io import InputError, atomic_dir
 from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
 from retrieval.experiment import replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
@@ -49,7 +50,9 @@ def train_retrieval(
                                              str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
                                              params.mmt.beam, runtime))  # fmt: skip
     write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
-    return write_retrieval_metrics(runs, seeds, languages.test, f"{model}-{variant}-{role}", metrics)
+    return write_retrieval_metrics(
+        runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{model}-{variant}-{role}")
+    )
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"role:{args.role}",
         )
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
-            named(train_retrieval)(params, args.model, args.variant, args.role, args.augmented, args.store,
+            named(train_retrieval, args.params)(params, args.model, args.variant, args.role, args.augmented, args.store,
                                    args.word_vectors, args.mt_models, str(out), args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)

@@ -1,9 +1,10 @@
 """Paper-style results tables from the retrieval metrics files, as Markdown and as a small HTML page.
 
 Rows are model x variant x language role, columns R@1/5/10 of text->image and image->text per language, plus
-rsum (like Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and sampled synthesized captions next to
-their images. Variants are shown by the labels the caller passes (the paper's notation, e.g. ``MMT(f+b)``), rows
-in the order of those labels; a run of a variant without a label shows its name, after the labelled ones.
+rsum (like Tables 1-4 of Huang et al. 2020). The HTML page adds the rsum chart and, for a few train images, a human
+caption with what the text-only MT and the MMT synthesized from it, side by side. Variants are shown by the labels
+the caller passes (the paper's notation, e.g. ``MMT(f+b)``), rows in the order of those labels; a run of a variant
+without a label shows its name, after the labelled ones.
 """
 
 from __future__ import annotations
@@ -20,17 +21,28 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 KS = (1, 5, 10)
-# variants whose captions sample_captions shows, richest first (the longest chains of the multimodal system)
-SAMPLED_VARIANTS = ("mmt_fbf", "mmt_fb", "mmt_f", "mt_fbf", "mt_fb", "mt_f")
+# the columns of a sample on the page: the text-only system, then the multimodal one (the `origin` column)
+SAMPLED_ORIGINS = {"mt": "MT (text-only)", "mmt": "MMT (with the image)"}
+
+Chain = tuple[tuple[str, str], ...]  # (label, text) of each caption, hop after hop
 
 
 @dataclass(frozen=True)
 class Sample:
-    """An image with its human caption and the captions synthesized from it (for the HTML page)."""
+    """An image, one of its human captions, and per system kind the captions synthesized from that caption.
+
+    Attributes:
+        image_id: The image.
+        png: Its thumbnail.
+        human: (label, text) of the human caption, e.g. ("human en", "A red circle.").
+        chains: (origin, its chain) for each origin of :data:`SAMPLED_ORIGINS` that translated the caption, in
+            that order.
+    """
 
     image_id: str
     png: bytes
-    captions: tuple[tuple[str, str], ...]  # (label, text)
+    human: tuple[str, str]
+    chains: tuple[tuple[str, Chain], ...]
 
 
 def split_run(name: str) -> tuple[str, str, str]:
@@ -119,13 +131,22 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: M
         lines += [f"## {_heading(lang)}", "", *_table(rows, variant_labels), ""]
         if lang in context.test_images:
             lines += [chance_line(context.test_images[lang]), ""]
+    for lang, rows in translate_search_rows(results).items():
+        lines += [f"## {_search_heading(lang)}", "", *_table(rows, variant_labels), ""]
+    return "\n".join(lines)
+
+
+def translate_search_rows(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Table 5 of the paper: query language -> run name -> the metrics of that language's queries translated into the
+    pivot and searched with the run's model (with their ``std`` over replicates, when there are), languages sorted."""
     searched = {name: {**m["translate_search"], **({"std": m["std"]["translate_search"]} if "std" in m else {})}
                 for name, m in results.items() if "translate_search" in m}  # fmt: skip
-    for lang in sorted({lang for per_lang in searched.values() for lang in per_lang if lang != "std"}):
-        rows = language_rows(searched, lang)
-        lines += [f"## translate-search: {lang} queries translated to the pivot (Table 5)", ""]
-        lines += [*_table(rows, variant_labels), ""]
-    return "\n".join(lines)
+    langs = sorted({lang for per_lang in searched.values() for lang in per_lang if lang != "std"})
+    return {lang: language_rows(searched, lang) for lang in langs}
+
+
+def _search_heading(lang: str) -> str:
+    return f"translate-search: {lang} queries translated to the pivot (Table 5)"
 
 
 def diversity_markdown(
@@ -232,8 +253,8 @@ def results_html(
     context: ReportContext = ReportContext(),
 ) -> str:
     """A self-contained page: the header and legend, the tables (the pivot's first) with their chance levels and an
-    rsum bar chart each, ``extra_sections`` (Markdown lines of ``## `` headings and tables, e.g.
-    :func:`diversity_markdown`) and synthesized-caption samples."""
+    rsum bar chart each, the translate-search tables (Table 5) with theirs, ``extra_sections`` (Markdown lines of
+    ``## `` headings and tables, e.g. :func:`diversity_markdown`) and synthesized-caption samples."""
     body = ["<h1>Retrieval results</h1>", *(f"<p>{html.escape(line)}</p>" for line in context.header),
             f"<p>{html.escape(LEGEND)}</p>"]  # fmt: skip
     for lang in languages_of(results, context.pivot):
@@ -242,21 +263,17 @@ def results_html(
         if lang in context.test_images:
             body.append(f"<p>{html.escape(chance_line(context.test_images[lang]))}</p>")
         body.append(_rsum_chart(rows, variant_labels, title=f"rsum per run, {_heading(lang)}"))
+    for lang, rows in translate_search_rows(results).items():
+        title = f"rsum per run, {lang} queries translated to the pivot"
+        body += [f"<h2>{html.escape(_search_heading(lang))}</h2>", _html_table(rows, variant_labels),
+                 _rsum_chart(rows, variant_labels, title=title)]  # fmt: skip
     body += _markdown_html(extra_sections)
     if samples:
         body.append("<h2>Synthesized captions</h2>")
-        for sample in samples:
-            image = base64.b64encode(sample.png).decode()
-            items = "".join(
-                f"<li><b>{html.escape(label)}</b>: {html.escape(text)}</li>" for label, text in sample.captions
-            )
-            alt = html.escape(sample.image_id)
-            body.append(
-                f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{alt}"><ul>{items}</ul></div>'
-            )
+        body += [_sample_html(sample) for sample in samples]
     style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}.sample{display:flex;gap:1em;margin:1em 0}"
-             ".sample img{width:160px;height:160px}")  # fmt: skip
+             ".sample img{width:160px;height:160px}.sample td{text-align:left;vertical-align:top}")  # fmt: skip
     return f"<!doctype html><html><head><meta charset='utf-8'><title>Retrieval results</title><style>{style}</style>" \
            f"</head><body>{''.join(body)}</body></html>\n"  # fmt: skip
 
@@ -318,38 +335,67 @@ def _rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[s
            f'{"".join(parts)}</svg>'  # fmt: skip
 
 
-def sample_captions(augmented: Path, prepared: Path, images: Path, count: int) -> list[Sample]:
-    """The first ``count`` train images with synthesized captions in the richest variant present, each with its
-    human caption and the chain of captions translated from it, hop after hop."""
-    variants = [name for name in SAMPLED_VARIANTS if (augmented / name).is_dir()]
-    if not variants or count == 0:
+def _sample_html(sample: Sample) -> str:
+    """The image, its human caption, then one column per system with its captions hop after hop."""
+    image = base64.b64encode(sample.png).decode()
+    label, text = sample.human
+    heads = "".join(f"<th>{html.escape(SAMPLED_ORIGINS[origin])}</th>" for origin, _ in sample.chains)
+    cells = "".join(
+        "<td><ul>"
+        + "".join(f"<li><b>{html.escape(hop)}</b>: {html.escape(words)}</li>" for hop, words in chain)
+        + "</ul></td>"
+        for _, chain in sample.chains
+    )
+    return (f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{html.escape(sample.image_id)}">'
+            f"<div><p><b>{html.escape(label)}</b>: {html.escape(text)}</p>"
+            f"<table><tr>{heads}</tr><tr>{cells}</tr></table></div></div>")  # fmt: skip
+
+
+def sample_captions(synthesized: Sequence[Path], prepared: Path, images: Path, count: int) -> list[Sample]:
+    """The first ``count`` train images (in the prepared table's order) one of whose human captions was translated,
+    each with that caption and, per system kind (text-only MT, MMT), the chain of captions translated from it.
+
+    Args:
+        synthesized: The `synthesize` stage's caption files (one per target language; missing ones are skipped).
+        prepared: The target corpus's prepared folder (its human captions and image paths).
+        images: The folder the image paths are relative to.
+        count: How many images.
+    """
+    files = [path for path in synthesized if path.is_file()]
+    if not files or count == 0:
         return []
-    table = pq.read_table(augmented / variants[0] / "captions.parquet")
-    rows = table.filter(pc.equal(table["split"], "train")).to_pylist()
-    by_image: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_image.setdefault(row["image_id"], []).append(row)
-    synthesized_parents = {row["parent_id"] for row in rows if row["origin"] != "human"}
+    made = [row for path in files for row in pq.read_table(path).to_pylist() if row["split"] == "train"]
+    children: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(made, key=lambda row: (row["hop"], row["lang"], row["system"])):
+        children.setdefault(row["parent_id"], []).append(row)
+    human = pq.read_table(prepared / "captions.parquet")
+    human = human.filter(pc.and_(pc.equal(human["split"], "train"), pc.equal(human["origin"], "human")))
     paths = {row["image_id"]: row["path"] for row in pq.read_table(prepared / "images.parquet").to_pylist()}
-    samples = []
-    for image_id, captions in by_image.items():
-        source = next((c for c in captions if c["caption_id"] in synthesized_parents), None)
-        if source is None:
+    samples: list[Sample] = []
+    shown: set[str] = set()
+    for source in human.to_pylist():
+        if source["image_id"] in shown or source["caption_id"] not in children:
             continue
-        chain = [("human " + source["lang"], source["text"]), *_descendants(source, captions)]
-        samples.append(Sample(image_id, thumbnail(images / paths[image_id]), tuple(chain)))
+        chains = tuple(
+            (origin, chain)
+            for origin in SAMPLED_ORIGINS
+            if (chain := _descendants(source["caption_id"], children, origin))
+        )
+        label = ("human " + source["lang"], source["text"])
+        samples.append(Sample(source["image_id"], thumbnail(images / paths[source["image_id"]]), label, chains))
+        shown.add(source["image_id"])
         if len(samples) == count:
             break
     return samples
 
 
-def _descendants(parent: dict[str, Any], captions: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(label, text) of every caption translated from ``parent``, each followed by its own descendants."""
-    chain = []
-    for child in (c for c in captions if c["parent_id"] == parent["caption_id"]):
+def _descendants(parent_id: str, children: Mapping[str, Sequence[dict[str, Any]]], origin: str) -> Chain:
+    """(label, text) of every caption of ``origin`` translated from ``parent_id``, each followed by its own."""
+    chain: list[tuple[str, str]] = []
+    for child in (c for c in children.get(parent_id, ()) if c["origin"] == origin):
         chain.append((f"{child['system']} hop {child['hop']} {child['lang']}", child["text"]))
-        chain += _descendants(child, captions)
-    return chain
+        chain += _descendants(child["caption_id"], children, origin)
+    return tuple(chain)
 
 
 def thumbnail(path: Path, size: int = 160) -> bytes:

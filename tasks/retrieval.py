@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from corpora.io import InputError, read_json, write_json, write_text, write_tsv
 from features.store import FeatureStore
 from mmt.systems import load_system
-from retrieval.checkpoint import load_retrieval
+from retrieval.checkpoint import MODEL, load_retrieval
 from retrieval.experiment import (
     RetrievalConfig,
     Translate,
@@ -49,8 +49,8 @@ def train_retrieval_model(
     config: RetrievalConfig, model_name: str, role: ResolvedRole, captions_path: str, store_path: str,
     word_vectors: str, out_dir: str, seed: int, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    """Train ``model_name`` on the variant at ``captions_path`` in ``role``; write ``out_dir/model.pt``; return its
-    summary."""
+    """Train ``model_name`` on the variant at ``captions_path`` in ``role``; write the checkpoint
+    ``out_dir/model`` (``model.safetensors`` + ``model.json``); return its summary."""
     logger = get_run_logger()
     progress = create_progress_artifact(progress=0.0, description=f"{model_name}: epochs done")
     assert isinstance(progress, UUID)  # the sync API inside a sync task returns the id itself
@@ -77,7 +77,7 @@ def evaluate_retrieval_model(
 ) -> dict[str, Any]:  # fmt: skip
     """Test-split R@K per test language of ``role`` (and translate-search) of the model in ``model_dir``, written to
     ``metrics_path`` in the SPEC schema."""
-    loaded = load_retrieval(Path(model_dir) / "model.pt", device=runtime.torch_device())
+    loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
     store = FeatureStore.open(store_path)
     rows = read_captions(Path(captions_path), split="test", languages=languages, kinds=None, human_only=True)
     source = f"{captions_path} (test)"
@@ -102,14 +102,15 @@ def write_history(rows: list[dict[str, Any]], path: str) -> None:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...], run: str,
-                            metrics_path: str) -> dict[str, Any]:  # fmt: skip
-    """The replicates' test metrics combined (mean, ``std``, ``seeds``; one run as it is) -> the run's metrics file."""
+def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...],
+                            metrics_path: str, key: str) -> dict[str, Any]:  # fmt: skip
+    """The replicates' test metrics combined (mean, ``std``, ``seeds``; one run as it is) -> the run's metrics file,
+    and a table of them (artifact ``key``)."""
     metrics = combine_replicates(runs, seeds)
     write_json(metrics_path, metrics)
     table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
     note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
-    create_table_artifact(key=f"retrieval-{run}".replace("_", "-"), table=table,
+    create_table_artifact(key=key, table=table,
                           description=f"Test split: R@K per language and direction{note}")  # fmt: skip
     return metrics
 
@@ -129,14 +130,15 @@ def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runti
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_report(
-    metrics_dir: str, augmented: str, prepared: str, images: str, out_dir: str, samples: int,
+    metrics_dir: str, synthesized: list[str], prepared: str, images: str, out_dir: str, samples: int,
     variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
-    context: ReportContext,
+    context: ReportContext, key: str,
 ) -> str:  # fmt: skip
     """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``, with the
     caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
-    translation systems' ``translation/<system>.json`` (train_mmt's); variants are shown by ``variant_labels``
-    (name -> label, in the order of the rows)."""
+    translation systems' ``translation/<system>.json`` (train_mmt's), and ``samples`` train images with a human caption
+    and what each system synthesized from it (``synthesized``: synthesize's caption files); variants are shown by
+    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
     files = sorted(Path(metrics_dir).glob("*.json"))
     if not files:
         raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
@@ -150,8 +152,8 @@ def write_report(
     systems = {path.stem: read_json(path) for path in scored}
     sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
     markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
-    pages = sample_captions(Path(augmented), Path(prepared), Path(images), samples)
+    pages = sample_captions([Path(path) for path in synthesized], Path(prepared), Path(images), samples)
     write_text(Path(out_dir) / "results.md", markdown)
     write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections, context))
-    create_markdown_artifact(key="retrieval-results", markdown=markdown, description="Retrieval results")
+    create_markdown_artifact(key=key, markdown=markdown, description="Retrieval results")
     return markdown

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
@@ -33,7 +35,7 @@ CODE = [
 ]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
 STAGES = ("generate", "prepare@synthetic", "prepare_parallel", "features@synthetic", "train_mmt@de", "synthesize@de")
-STAGES += ("augment", "report")
+STAGES += ("augment", "export", "report")
 STAGES += tuple(f"train_retrieval@{model}-{variant}-all" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
 
 
@@ -98,6 +100,18 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert tagged[0].name == "prepare@synthetic" and "dvc:prepare@synthetic" in tagged[0].tags
     retrieval = [run for run in runs if run.name_of_flow == "train_retrieval"]
     assert {run.name for run in retrieval} >= {"train_retrieval@san-mmt_f-all", "train_retrieval@san-none-all"}
+    # the pipeline run's own artifacts: a progress bar over the DAG's stages and the table of what each did
+    artifacts = asyncio.run(_artifacts(pipeline_run.id))
+    assert artifacts["pipeline-progress"].data == 100.0
+    table = artifacts["pipeline-stages"].data.splitlines()
+    assert table[0].startswith("# Pipeline: 2 of 2 stages done in")
+    assert "| generate | unchanged | - | - |" in table
+    (row,) = [line for line in table if line.startswith("| prepare@synthetic | ran |")]
+    assert row.endswith(f"({tagged[0].id})") or row.endswith("| - |")  # a link to its run where there is a UI
+    # each stage run carries its run card: the command, the settings it depends on, its inputs and outputs
+    card = asyncio.run(_artifacts(tagged[0].id))["run-card-prepare-synthetic"].data
+    assert card.startswith("# Run card: prepare@synthetic") and "python -m flows.prepare --params params.yaml" in card
+    assert "- `data/prepared/synthetic`" in card and "dataset: synthetic-renamed" in card
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,20 @@ class _Run:
     name: str
     name_of_flow: str
     tags: list[str]
+
+
+async def _artifacts(flow_run_id: str) -> dict[str, Any]:
+    """The latest artifact of each key that the flow run made."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    async with get_client() as client:
+        made = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(flow_run_id)]))
+        )
+    latest: dict[str, Any] = {}
+    for artifact in sorted(made, key=lambda artifact: str(artifact.updated)):
+        latest[str(artifact.key)] = artifact
+    return latest
 
 
 async def _flow_runs() -> list[_Run]:

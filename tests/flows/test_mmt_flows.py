@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-import torch
 
 from corpora.tables import read_captions
 from flows import augment, cli, synthesize, train_mmt
@@ -22,8 +21,8 @@ pytestmark = pytest.mark.slow
 def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) -> None:
     for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en"):
         folder = trained / "models" / system
-        assert (folder / "finetune.pt").is_file() and (folder / "text.json").is_file(), system
-        checkpoint = torch.load(folder / "finetune.pt", weights_only=True)
+        assert (folder / "finetune.safetensors").is_file() and (folder / "text.json").is_file(), system
+        checkpoint = json.loads((folder / "finetune.json").read_text())
         assert checkpoint["shape"]["region_dim"] == 16  # the tiny compact store's D
         backend = "mmt" if system.startswith("mmt") else "text-only"
         src, tgt = system.split("-")[1:]
@@ -44,7 +43,7 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
             assert metrics["image_awareness"] == pytest.approx(metrics["bleu"] - metrics["bleu_shuffled_images"])
         else:
             assert metrics["image_awareness"] is None
-    assert (trained / "models" / "mmt-en-de" / "pretrain.pt").is_file()
+    assert (trained / "models" / "mmt-en-de" / "pretrain.safetensors").is_file()
     for direction in ("en-de", "de-en"):
         comparison = json.loads((trained / "metrics" / "mmt" / f"mmt-vs-mt-{direction}.json").read_text())
         mmt, mt = (
@@ -53,6 +52,14 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         assert (comparison["system"], comparison["baseline"]) == (pytest.approx(mmt["bleu"]), pytest.approx(mt["bleu"]))
         assert 0 < comparison["p_value"] <= 1 and comparison["samples"] == 1000
         assert {"word_accuracy", "contrastive_accuracy"} <= set(comparison)
+        # the MMT's learning curve (a DVC plot): pre-training rows, then fine-tuning rows further along one step axis
+        curve = (trained / "metrics" / "mmt" / f"mmt-{direction}.history.tsv").read_text().splitlines()
+        assert curve[0] == "phase\tstep\tphase_step\tepoch\tloss\tval_bleu"
+        phases = [line.split("\t")[0] for line in curve[1:]]
+        assert phases == sorted(phases, key=("pretrain", "finetune").index) and set(phases) == {"pretrain", "finetune"}
+        steps = [int(line.split("\t")[1]) for line in curve[1:]]
+        assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert not (trained / "metrics" / "mmt" / "mt-en-de.history.tsv").exists()  # its pre-training is the MMT's
 
 
 def test_synthesized_captions_have_provenance(trained: Path) -> None:
@@ -152,6 +159,10 @@ def test_translate_cli_with_and_without_regions(
     store = str(trained / "features" / "compact")
     cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)])
     assert len(capsys.readouterr().out.splitlines()) == 1
+    for checkpoint in ("pretrain", "pretrain.safetensors"):  # the MMT folder's text-only pre-trained checkpoint
+        cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input",
+                  str(source), "--checkpoint", checkpoint])  # fmt: skip
+        assert len(capsys.readouterr().out.splitlines()) == 1
     source.write_text("nosuchimage\tA red circle.\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         cli.main(
@@ -199,7 +210,7 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(tmp_path / "mt-models"),
                     "--metrics", str(tmp_path / "metrics")])  # fmt: skip
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
-    assert not (tmp_path / "models" / "mt-en-de" / "finetune.pt").exists()
+    assert not (tmp_path / "models" / "mt-en-de" / "finetune.safetensors").exists()
     marian = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
     assert marian == {"backend": "marian", "src": "en", "tgt": "de"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())

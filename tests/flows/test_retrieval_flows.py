@@ -53,22 +53,22 @@ def test_every_model_writes_metrics_in_the_spec_schema(runs: dict[str, Path], tr
         # 3 test images: R@5 of text->image is always 100
         assert metrics["en"]["t2i"]["r5"] == 100.0
         assert set(metrics["translate_search"]) == {"de"}
-        checkpoint = torch.load(runs[name] / "model.pt", weights_only=True)
+        checkpoint = json.loads((runs[name] / "model.json").read_text())
         assert checkpoint["model"] == name.split("-")[0]
 
 
 def test_synthesized_captions_reach_training(runs: dict[str, Path]) -> None:
-    with_synthesis = torch.load(runs["san-mmt_f-all"] / "model.pt", weights_only=True)
-    without = torch.load(runs["san-none-all"] / "model.pt", weights_only=True)
+    with_synthesis = json.loads((runs["san-mmt_f-all"] / "model.json").read_text())
+    without = json.loads((runs["san-none-all"] / "model.json").read_text())
     assert "de-mmt" in with_synthesis["type_names"] and "de-mmt" not in without["type_names"]
 
 
 def test_language_roles_choose_what_a_run_trains_and_tests_on(runs: dict[str, Path], trained: Path) -> None:
     """Table 4's role drops the human German captions but tests German; Table 5's English model tests English
     only, with translate-search beside it."""
-    table4 = torch.load(runs["san-mmt_f-discard_human_targets"] / "model.pt", weights_only=True)
+    table4 = json.loads((runs["san-mmt_f-discard_human_targets"] / "model.json").read_text())
     assert table4["type_names"] == ["de-mmt", "en-human"]
-    english = torch.load(runs["san-mmt_f-pivot_only"] / "model.pt", weights_only=True)
+    english = json.loads((runs["san-mmt_f-pivot_only"] / "model.json").read_text())
     assert english["type_names"] == ["en-human"] and english["vocab"]["languages"] == ["en"]
     metrics = trained / "metrics" / "retrieval"
     assert set(json.loads((metrics / "san-mmt_f-discard_human_targets.json").read_text())) >= {"en", "de"}
@@ -81,7 +81,7 @@ def test_language_roles_choose_what_a_run_trains_and_tests_on(runs: dict[str, Pa
 def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset) -> None:
     out = trained / "reports"
     report.main(["--params", str(tiny_dataset.params), "--metrics", str(trained / "metrics" / "retrieval"),
-                 "--augmented", str(trained / "augmented"), "--prepared", str(tiny_dataset.prepared),
+                 "--synthesized", str(trained / "synthesized"), "--prepared", str(tiny_dataset.prepared),
                  "--corpus", "synthetic", "--out", str(out), "--diversity", str(trained / "metrics" / "augment.json"),
                  "--round_trips", str(trained / "metrics" / "synthesis"),
                  "--translation", str(trained / "metrics" / "mmt")])  # fmt: skip
@@ -95,7 +95,8 @@ def test_report_tables_every_run(runs: dict[str, Path], trained: Path, tiny_data
     assert "| san | - | all |" in markdown and "translate-search" in markdown
     assert "| san | MMT(f) | discard_human_targets |" in markdown and "| san | MMT(f) | pivot_only |" in markdown
     page = (out / "index.html").read_text()
-    assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page
+    assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page and "mt-en-de hop 1 de" in page
+    assert "<th>MT (text-only)</th><th>MMT (with the image)</th>" in page  # the two systems side by side
     assert "<h2>Round trips that changed their source</h2>" in page and "<th>changed (%)</th>" in page
 
 

@@ -47,7 +47,7 @@ def test_train_mmt_killed_mid_training_leaves_no_system_folder(
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
 
     def first_direction_fine_tuned() -> bool:  # the en->de MMT has its best-so-far checkpoint: mid-stage
-        return any(models.glob(".staged.*/mmt-en-de/finetune.pt"))
+        return any(models.glob(".staged.*/mmt-en-de/finetune.json"))
 
     kill_when(command, first_direction_fine_tuned, env)
     assert visible(models) == [] and visible(metrics) == [], "a killed run must publish no system or metrics file"
@@ -58,7 +58,7 @@ def test_train_mmt_killed_mid_training_leaves_no_system_folder(
     assert not list(models.glob(".*.tmp")) and not list(metrics.glob(".*.tmp"))
     assert {"mmt-en-de.json", "mt-de-en.json", "mmt-vs-mt-en-de.json"} <= set(visible(metrics))
     for folder in visible(models):
-        assert (models / folder / "finetune.pt").is_file() and (models / folder / "system.json").is_file()
+        assert (models / folder / "finetune.safetensors").is_file() and (models / folder / "system.json").is_file()
 
 
 def test_augment_killed_leaves_every_variant_or_none(
@@ -89,10 +89,10 @@ def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
                "--store", str(trained / "features" / "compact"), "--word_vectors", str(REPO / "data/raw/word-vectors"),
                "--mt_models", str(trained / "models"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
-    kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.pt")), env)  # first seed done
+    kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.json")), env)  # first seed done
     assert not out.exists() and not metrics.exists()
     subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
-    assert (out / "model.pt").is_file() and (out / "replicates" / "seed-1" / "model.pt").is_file()
+    assert (out / "model.safetensors").is_file() and (out / "replicates" / "seed-1" / "model.json").is_file()
     assert metrics.is_file() and not list(tmp_path.glob(".*.tmp"))
 
 
@@ -129,7 +129,7 @@ def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
         args = ["--parallel", str(tiny_dataset.raw / "parallel")]
     else:
         out = tmp_path / "reports"
-        args = ["--metrics", str(trained / "metrics" / "retrieval"), "--augmented", str(trained / "augmented"),
+        args = ["--metrics", str(trained / "metrics" / "retrieval"), "--synthesized", str(trained / "synthesized"),
                 "--prepared", str(tiny_dataset.prepared), "--corpus", "synthetic",
                 "--diversity", str(trained / "metrics" / "augment.json"),
                 "--round_trips", str(trained / "metrics" / "synthesis"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
+from safetensors.torch import load_file
 
 import retrieval.experiment as experiment
 from corpora import tables
@@ -395,7 +397,7 @@ def run(data: Data, tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def loaded(run: Run) -> LoadedModel:
-    return load_retrieval(run.folder / "model.pt", device=torch.device("cpu"), expect_model="san")
+    return load_retrieval(run.folder / "model", device=torch.device("cpu"), expect_model="san")
 
 
 def test_training_captions_are_human_of_train_kinds_plus_synthesized(run: Run) -> None:
@@ -428,7 +430,7 @@ def test_model_file_holds_vocabulary_types_and_history(run: Run, loaded: LoadedM
     assert loaded.type_names == ("de-human", "de-mmt", "en-human")
     assert loaded.extra["loss"] == "harder" and loaded.extra["store"] == str(data.store)
     assert loaded.extra["best_epoch"] == run.result.best_epoch and len(run.epochs) == len(run.result.history) == 3
-    stored = torch.load(run.folder / "model.pt", weights_only=True)
+    stored = json.loads((run.folder / "model.json").read_text())
     assert stored["type_weights"] == pytest.approx([1 / 3] * 3)
     assert stored["config"] == dataclasses.asdict(SANConfig(word_dim=16, hidden=16))
 
@@ -437,10 +439,11 @@ def test_training_is_reproducible_for_a_seed(
     run: Run, data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _train(data, tmp_path, monkeypatch)
-    first = torch.load(run.folder / "model.pt", weights_only=True)["state_dict"]
-    second = torch.load(tmp_path / "model.pt", weights_only=True)["state_dict"]
+    first, second = load_file(run.folder / "model.safetensors"), load_file(tmp_path / "model.safetensors")
     assert first.keys() == second.keys()
     assert all(torch.equal(tensor, second[name]) for name, tensor in first.items())
+    # the same weights: the same bytes (model.json differs: its history records each epoch's steps per second)
+    assert (run.folder / "model.safetensors").read_bytes() == (tmp_path / "model.safetensors").read_bytes()
 
 
 def test_configured_beta_weights_reach_the_loss(data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -469,7 +472,7 @@ def test_a_role_chooses_training_captions_and_validation_languages(
     train: CaptionSet = call["train"]
     assert set(train.caption_ids) == {f"{image_id}#{suffix}" for image_id in SPLIT_IDS["train"] for suffix in kept}
     assert list(call["validation"]) == validated
-    loaded = load_retrieval(tmp_path / "model.pt", device=torch.device("cpu"), expect_model="san")
+    loaded = load_retrieval(tmp_path / "model", device=torch.device("cpu"), expect_model="san")
     assert loaded.extra["test_languages"] == validated
     languages = ("en",) if role == "pivot_only" else ("en", "de")  # de: only its synthesized captions
     assert loaded.vocab.languages == languages
@@ -484,14 +487,14 @@ def test_a_role_tested_on_a_language_it_never_trains_on_stops_before_training(da
     with pytest.raises(InputError, match=r"none\.parquet: no training captions of de that the role keeps "
                        r"\(en, de:synthetic\), but it is tested on en, de$"):  # fmt: skip
         train_model(CONFIG, "san", role, human_only, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
-    assert not (tmp_path / "model.pt").exists()
+    assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "model.json").exists()
 
 
 def test_beta_without_a_training_type_stops_before_training(data: Data, tmp_path: Path) -> None:
     config = dataclasses.replace(CONFIG, objective=RankingLoss(beta={"fr-mt": 1.0}))
     with pytest.raises(InputError, match=r"gives no weight to the training types \['de-human', 'de-mmt', 'en-human'\]"):
         train_model(config, "san", ALL, data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
-    assert not (tmp_path / "model.pt").exists()
+    assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "model.json").exists()
 
 
 def _test_rows(data: Data) -> list[dict[str, Any]]:
@@ -693,10 +696,10 @@ def test_thumbnail_fits_the_box_and_keeps_small_images(tmp_path: Path) -> None:
     assert small.size == (50, 40) and small.mode == "RGB" and small.getpixel((0, 0)) == (90, 90, 90)
 
 
-def _augmented_rows() -> list[dict[str, Any]]:
-    """Image a: human en c1 -> mmt de (hop 1) -> mmt en (hop 2), and c1 -> mmt fr (hop 1); a second human caption
-    without translations. Image b: human only. Image c (test split): translated, but not a train image.
-    Image d: the second sampled one."""
+def _sampled_rows() -> list[dict[str, Any]]:
+    """Image a: human en c1 -> mmt de (hop 1) -> mmt en (hop 2) -> mmt de (hop 3), c1 -> mmt fr (hop 1) and
+    c1 -> mt de (hop 1); a second human caption without translations. Image b: human only. Image c (test split):
+    translated, but not a train image. Image d: the second sampled one (MMT only)."""
 
     def row(
         caption_id: str,
@@ -714,7 +717,7 @@ def _augmented_rows() -> list[dict[str, Any]]:
             "split": split,
             "lang": lang,
             "text": text,
-            "origin": "human" if parent is None else "mmt",
+            "origin": "human" if system is None else system.partition("-")[0],
             "system": system,
             "hop": hop,
             "parent_id": parent,
@@ -727,17 +730,19 @@ def _augmented_rows() -> list[dict[str, Any]]:
         row("b#en#c1", "b", "en", "a blue star"),
         row("c#en#c1", "c", "en", "a green heart", split="test"),
         row("d#en#c1", "d", "en", "a black square"),
+        row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),  # before its parent: order is by hop
         row("a#de#1", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mmt-en-de"),
         row("a#fr#1", "a", "fr", "un cercle rouge", "a#en#c1", 1, "mmt-en-fr"),
-        row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),
         row("a#de#3", "a", "de", "ein roter Ring", "a#en#2", 3, "mmt-en-de"),
+        row("a#de#mt1", "a", "de", "ein rotes Rund", "a#en#c1", 1, "mt-en-de"),
         row("c#de#1", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mmt-en-de", split="test"),
         row("d#de#1", "d", "de", "ein schwarzes Quadrat", "d#en#c1", 1, "mmt-en-de"),
     ]
 
 
-def _write_augmented(root: Path, variants: list[str]) -> tuple[Path, Path, Path]:
-    rows = _augmented_rows()
+def _write_captions(root: Path) -> tuple[list[Path], Path, Path]:
+    """The prepared folder (images, human captions), synthesize's files de.parquet and fr.parquet, the images."""
+    rows = _sampled_rows()
     ids, splits = ["a", "b", "c", "d"], ["train", "train", "test", "train"]
     images = tables.images_table(
         {
@@ -750,45 +755,65 @@ def _write_augmented(root: Path, variants: list[str]) -> tuple[Path, Path, Path]
         }
     )
     tables.write_images(images, root / "prepared" / "images.parquet")
+
     captions = tables.captions_table(
         {name: [r[name] for r in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
     )
-    for variant in variants:
-        text = captions if variant == variants[0] else captions.slice(0, 5)  # the others: human captions only
-        tables.write_captions(text, root / "augmented" / variant / "captions.parquet")
+    human = captions.filter(pc.equal(captions["origin"], "human"))
+    tables.write_captions(human, root / "prepared" / "captions.parquet")
+    synthesized = [root / "synthesized" / f"{target}.parquet" for target in ("de", "fr")]
+    for path, target in zip(synthesized, ("de", "fr"), strict=True):  # as the synthesize stage writes them
+        tables.write_parquet(captions.filter(pc.match_substring(captions["system"], target)), path)
     for index, image_id in enumerate(ids):
         _png(root / "images" / "pics" / f"{image_id}.png", (200, 100 + 20 * index))
-    return root / "augmented", root / "prepared", root / "images"
+    return synthesized, root / "prepared", root / "images"
 
 
-def test_sample_captions_show_the_chain_from_each_human_caption(tmp_path: Path) -> None:
-    augmented, prepared, images = _write_augmented(tmp_path, ["mmt_fb", "mt_f"])
-    samples = sample_captions(augmented, prepared, images, count=5)
+def test_sample_captions_put_each_systems_chain_beside_the_human_caption(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write_captions(tmp_path)
+    samples = sample_captions(synthesized, prepared, images, count=5)
     assert [sample.image_id for sample in samples] == ["a", "d"]  # b: nothing synthesized; c: a test image
     assert samples[0] == Sample(
         "a",
         thumbnail(images / "pics" / "a.png"),
+        ("human en", "a red circle"),
         (
-            ("human en", "a red circle"),
-            ("mmt-en-de hop 1 de", "ein roter Kreis"),
-            ("mmt-de-en hop 2 en", "a red ring"),
-            ("mmt-en-de hop 3 de", "ein roter Ring"),
-            ("mmt-en-fr hop 1 fr", "un cercle rouge"),
+            ("mt", (("mt-en-de hop 1 de", "ein rotes Rund"),)),
+            (
+                "mmt",
+                (
+                    ("mmt-en-de hop 1 de", "ein roter Kreis"),
+                    ("mmt-de-en hop 2 en", "a red ring"),
+                    ("mmt-en-de hop 3 de", "ein roter Ring"),
+                    ("mmt-en-fr hop 1 fr", "un cercle rouge"),
+                ),
+            ),
         ),
     )
-    assert samples[1].captions == (("human en", "a black square"), ("mmt-en-de hop 1 de", "ein schwarzes Quadrat"))
+    assert samples[1].human == ("human en", "a black square")
+    assert samples[1].chains == (("mmt", (("mmt-en-de hop 1 de", "ein schwarzes Quadrat"),)),)
     assert _decoded(samples[1].png).size == (160, 128)  # d.png is 200 x 160
-    assert [s.image_id for s in sample_captions(augmented, prepared, images, count=1)] == ["a"]
+    assert [s.image_id for s in sample_captions(synthesized, prepared, images, count=1)] == ["a"]
 
 
-def test_sample_captions_read_the_richest_variant(tmp_path: Path) -> None:
-    """mmt_fbf, mmt_fb, mmt_f, then mt_fbf, mt_fb, mt_f; no variant folder or count 0: no samples."""
-    augmented, prepared, images = _write_augmented(tmp_path, ["mt_fb", "mt_f", "none"])
-    assert [s.image_id for s in sample_captions(augmented, prepared, images, count=5)] == ["a", "d"]
-    (augmented / "mt_fb").rename(augmented / "other")
-    assert sample_captions(augmented, prepared, images, count=5) == []  # mt_f holds no synthesized captions
-    assert sample_captions(augmented, prepared, images, count=0) == []
-    assert sample_captions(tmp_path / "nowhere", prepared, images, count=3) == []
+def test_sample_captions_skip_missing_files_and_count_zero(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write_captions(tmp_path)
+    only_fr = sample_captions([tmp_path / "none.parquet", synthesized[1]], prepared, images, count=5)
+    french = ("mmt", (("mmt-en-fr hop 1 fr", "un cercle rouge"),))
+    assert [(s.image_id, s.chains) for s in only_fr] == [("a", (french,))]
+    assert sample_captions(synthesized, prepared, images, count=0) == []
+    assert sample_captions([tmp_path / "nowhere.parquet"], prepared, images, count=3) == []
+
+
+def test_sample_page_shows_the_two_systems_side_by_side(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write_captions(tmp_path)
+    page = results_html({}, sample_captions(synthesized, prepared, images, count=1), {})
+    sample = page[page.index('<div class="sample">') :]
+    assert sample.index("<b>human en</b>: a red circle") < sample.index("<th>MT (text-only)</th>")
+    assert "<th>MT (text-only)</th><th>MMT (with the image)</th>" in sample
+    mt_cell, mmt_cell = sample.split("<td>")[1:3]
+    assert "ein rotes Rund" in mt_cell and "ein roter Kreis" not in mt_cell
+    assert "ein roter Kreis" in mmt_cell and "a red ring" in mmt_cell
 
 
 def test_report_rows_show_the_variant_labels_in_their_order() -> None:

@@ -61,7 +61,10 @@ def test_fold_means_and_translate_search_get_their_own_tables() -> None:
     assert "## translate-search: de queries translated to the pivot (Table 5)" in markdown
     assert "| san | MMT(f) | all | 3.0 |" in markdown
     page = results_html(results, [], LABELS)
-    assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 2
+    assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 3  # en, en-folds, translate-search
+    table5 = page[page.index("<h2>translate-search: de queries translated to the pivot (Table 5)</h2>") :]
+    assert "<td>3.0</td>" in table5.split("</table>")[0]  # its own R@1, not the direct search's 1.0 or 2.0
+    assert 'aria-label="rsum per run, de queries translated to the pivot"' in table5
 
 
 def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() -> None:
