@@ -38,11 +38,12 @@ def train_retrieval(
     captions = str(Path(augmented) / variant / "captions.parquet")
     seeds = replicate_seeds(params.seed, config.replicates)
     runs, history = [], []
+    run = f"{model}-{variant}-{role}"
     for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
         model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
         summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,
-                                        runtime)  # fmt: skip
-        print(f"{model}-{variant}-{role} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
+                                        runtime, run, artifact_key(f"retrieval-history-{run}-seed-{seed}"))  # fmt: skip
+        print(f"{run} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
               f"at epoch {summary['best_epoch']}")  # fmt: skip
         history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
@@ -50,9 +51,7 @@ def train_retrieval(
                                              str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
                                              params.mmt.beam, runtime))  # fmt: skip
     write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
-    return write_retrieval_metrics(
-        runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{model}-{variant}-{role}")
-    )
+    return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:

@@ -52,6 +52,8 @@ SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder pref
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
+# called with each validation record of a fit (step, epoch, loss, score), for progress reports
+ValidationCallback = Callable[[dict[str, float]], None]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class SystemRequest:
         mt_models: Folder of Marian models the user holds (``marian.local_dirs``).
         seed: Seeds every random choice of the training.
         runtime: Device and precision.
+        on_validation: Called after each validation of a regional fit with its record (step, epoch, loss, score:
+            the validation BLEU), for progress reports.
     """
 
     src: str
@@ -119,6 +123,7 @@ class SystemRequest:
     mt_models: Path
     seed: int
     runtime: Runtime
+    on_validation: ValidationCallback | None = None
 
 
 @dataclass(frozen=True)
@@ -138,27 +143,30 @@ def train_text_pipeline(data: DirectionData, config: SubwordConfig, *, src: str,
 
 
 def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, region_dim: int, seed: int,
-             runtime: Runtime) -> float:  # fmt: skip
+             runtime: Runtime, on_validation: ValidationCallback | None = None) -> float:  # fmt: skip
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     text = TextPipeline.load(model_dir)
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
     return fit_system(model, text, data.corpus["train"], data.corpus["val"], store=None, training=config.pretrain,
                       seed=seed, runtime=runtime, checkpoint=model_dir / PRETRAIN,
-                      name=f"pretrain {model_dir.name}")  # fmt: skip
+                      name=f"pretrain {model_dir.name}", on_validation=on_validation)  # fmt: skip
 
 
 def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs, *, store: FeatureStore | None,
-               training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str) -> float:  # fmt: skip
+               training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str,
+               on_validation: ValidationCallback | None = None) -> float:  # fmt: skip
     """Train on ``train``, early-stopping on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the
     learning curve (step, epoch, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history
-    .tsv`` beside it."""
+    .tsv`` beside it; ``on_validation`` gets each validation's record."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
     def report(record: dict[str, float]) -> None:
         if "score" in record or record["step"] % 100 == 0:
             logger.info("%s: %s", name, "  ".join(f"{key} {value:.4g}" for key, value in record.items()))
+        if "score" in record and on_validation is not None:
+            on_validation(record)
 
     result = fit(model, examples(text, train, store), regions=store,
                  evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1,
@@ -212,7 +220,8 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     captions = request.data.captions
     return fit_system(model, text, captions["train"], captions["val"], store=store if multimodal else None,
                       training=request.config.finetune, seed=request.seed, runtime=request.runtime,
-                      checkpoint=request.out_dir / FINETUNE, name=f"finetune {request.out_dir.name}")  # fmt: skip
+                      checkpoint=request.out_dir / FINETUNE, name=f"finetune {request.out_dir.name}",
+                      on_validation=request.on_validation)  # fmt: skip
 
 
 def _train_marian(request: SystemRequest) -> None:

@@ -1,4 +1,5 @@
-"""The pipeline flow's view of `dvc repro`: which stage ran, which were unchanged or failed, and for how long."""
+"""Progress as the Prefect UI shows it: the pipeline flow's view of `dvc repro` (which stage ran, which were unchanged
+or failed, and for how long) and the notes of long stages."""
 
 from __future__ import annotations
 
@@ -75,3 +76,11 @@ def test_dag_stages_are_this_repos_dvc_stages_in_order(monkeypatch: pytest.Monke
     assert everything.index("generate") < everything.index("train_mmt@de") < everything.index("report")
     upstream = dag_stages(["augment"])
     assert "augment" in upstream and "generate" in upstream and "report" not in upstream
+
+
+def test_a_retrieval_epoch_is_summed_up_per_language() -> None:
+    from tasks.retrieval import epoch_summary
+
+    entry = {"epoch": 2, "loss": 0.41234, "val": {"en": {"rsum": 461.63}, "de": {"rsum": 422.0}}, "val_rsum": 883.63}
+    assert epoch_summary(entry, 6) == "epoch 3/6, loss 0.412, val rsum en 461.6 / de 422.0"
+    assert epoch_summary({**entry, "loss": None}, 6).startswith("epoch 3/6, loss -,")

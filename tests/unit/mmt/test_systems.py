@@ -638,3 +638,20 @@ def test_each_fit_leaves_its_learning_curve_beside_the_checkpoint(trained: Train
         lines = path.read_text().splitlines()
         assert lines[0].split("\t") == ["step", "epoch", "loss", "score", "val_bleu"], path
         assert len(lines) >= 2 and 0 <= float(lines[1].split("\t")[4]) <= 100
+
+
+def test_each_validation_reaches_the_progress_callback_as_the_history_records_it(
+    trained: Trained, tmp_path: Path
+) -> None:
+    model_dir = tmp_path / "en-de"
+    shutil.copytree(trained.root / "en-de", model_dir)
+    seen: list[dict[str, float]] = []
+    best = pretrain(trained.data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU,
+                    on_validation=seen.append)  # fmt: skip
+    history = (model_dir / "pretrain.history.tsv").read_text().splitlines()
+    columns = history[0].split("\t")
+    recorded = [dict(zip(columns, line.split("\t"), strict=True)) for line in history[1:]]
+    assert len(seen) == len(recorded) >= 1 and max(record["score"] for record in seen) == pytest.approx(best)
+    for record, row in zip(seen, recorded, strict=True):
+        assert {"step", "epoch", "loss", "score"} <= set(record)
+        assert (int(record["step"]), f"{record['score']:.6g}") == (int(row["step"]), row["val_bleu"])
