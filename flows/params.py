@@ -49,6 +49,7 @@ class Paths:
     mt_models: str  # Marian model folders you hold (e.g. an opus-mt model downloaded elsewhere), one per pair
     synthesized: str  # synthesized captions per target language: <synthesized>/<tgt>.parquet
     augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
+    queries: str  # translate-search's test queries translated into the pivot: <queries>/<lang>-<pivot>.parquet
     exports: str  # caption variants as Hugging Face dataset folders: <exports>/<variant>/
     word_vectors: str  # FastText .vec files you hold for retrieval.vocab.fasttext
     reports: str  # results.md and index.html

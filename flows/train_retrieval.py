@@ -4,8 +4,8 @@ language role, then test it.
 Trains on the variant's training captions that the role keeps (human + synthesized, mixed in equal portions per
 batch), keeps the epoch with the best validation rsum on the role's test languages, and writes the model
 (`model.safetensors` + `model.json`) and the test metrics (R@1/5/10 per test language and direction, rsum, mR,
-median/mean rank; translate-search when configured). With `retrieval.replicates` > 1 it trains that many seeds
-and the metrics are their mean and std.
+median/mean rank; translate-search when configured, on the queries `translate_queries` translated). With
+`retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, wri
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
 def train_retrieval(
     params: Params, model: str, variant: str, role: str, augmented: str, store: str, word_vectors: str,
-    mt_models: str, out: str, metrics: str, runtime: Runtime,
+    queries: str, out: str, metrics: str, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
     config = params.retrieval
     pivot = params.languages.pivot
@@ -47,9 +47,9 @@ def train_retrieval(
               f"at epoch {summary['best_epoch']}")  # fmt: skip
         history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
-        runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, mt_models,
+        runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, queries,
                                              str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
-                                             params.mmt.beam, runtime))  # fmt: skip
+                                             runtime))  # fmt: skip
     write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
     return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
 
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model", required=True, help="registry name (one of retrieval.models)")
     parser.add_argument("--variant", required=True, help="caption variant (one of retrieval.variants)")
     parser.add_argument("--role", required=True, help="language role (one of retrieval.roles)")
-    for name in ("augmented", "store", "word_vectors", "mt_models", "out", "metrics"):
+    for name in ("augmented", "store", "word_vectors", "queries", "out", "metrics"):
         parser.add_argument(f"--{name}", required=True)
 
     def body(args: argparse.Namespace, params: Params) -> None:
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
             named(train_retrieval, args.params)(params, args.model, args.variant, args.role, args.augmented, args.store,
-                                   args.word_vectors, args.mt_models, str(out), args.metrics, runtime)  # fmt: skip
+                                   args.word_vectors, args.queries, str(out), args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

@@ -13,7 +13,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import write_json, write_text
+from corpora.io import InputError, write_json, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
@@ -84,6 +84,19 @@ def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt:
     logger.info("%s image-dependent words: %s; contrastive: %s", Path(folder).name, metrics["image_dependent"],
                 metrics["contrastive"])  # fmt: skip
     return evaluation
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def translate_texts(folder: str, texts: list[str], *, beam: int, runtime: Runtime) -> list[str]:
+    """``texts`` translated by the text-only system in ``folder`` (no images), in order.
+
+    Raises:
+        InputError: no system in ``folder``.
+    """
+    if not Path(folder).is_dir():
+        name = Path(folder).name
+        raise InputError(f"{folder}: no {name} MT system for translate-search; add its language to mmt.targets")
+    return systems.load_system(folder, None, runtime).translate(texts, None, beam=beam, batch_size=64)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.artifacts import (
     create_markdown_artifact,
@@ -19,7 +20,6 @@ from prefect.cache_policies import NO_CACHE
 
 from corpora.io import InputError, read_json, write_json, write_text, write_tsv
 from features.store import FeatureStore
-from mmt.systems import load_system
 from retrieval.checkpoint import MODEL, load_retrieval
 from retrieval.experiment import (
     RetrievalConfig,
@@ -91,11 +91,12 @@ def _rounded(value: Any) -> Any:
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def evaluate_retrieval_model(
-    config: RetrievalConfig, role: ResolvedRole, model_dir: str, captions_path: str, store_path: str, mt_models: str,
-    metrics_path: str, languages: tuple[str, ...], pivot: str, beam: int, runtime: Runtime,
+    config: RetrievalConfig, role: ResolvedRole, model_dir: str, captions_path: str, store_path: str, queries: str,
+    metrics_path: str, languages: tuple[str, ...], pivot: str, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    """Test-split R@K per test language of ``role`` (and translate-search) of the model in ``model_dir``, written to
-    ``metrics_path`` in the SPEC schema."""
+    """Test-split R@K per test language of ``role`` (and translate-search, with the query translations the
+    `translate_queries` stage wrote to ``queries``) of the model in ``model_dir``, written to ``metrics_path`` in the
+    SPEC schema."""
     loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
     store = FeatureStore.open(store_path)
     rows = read_captions(Path(captions_path), split="test", languages=languages, kinds=None, human_only=True)
@@ -104,7 +105,7 @@ def evaluate_retrieval_model(
     if config.translate_search.languages and pivot in role.test:
         searches = {}
         for lang in config.translate_search.languages:
-            translate = _translator(mt_models, lang, pivot, beam, runtime)
+            translate = _pretranslated(Path(queries) / f"{lang}-{pivot}.parquet")
             searches[lang] = translate_search(loaded, rows, lang, pivot, store, translate, config.evaluation,
                                               source=source, runtime=runtime)  # fmt: skip
         metrics["translate_search"] = searches
@@ -134,15 +135,23 @@ def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], langua
     return metrics
 
 
-def _translator(mt_models: str, lang: str, pivot: str, beam: int, runtime: Runtime) -> Translate:
-    """The text-only MT system ``mt-<lang>-<pivot>`` as a function of query texts."""
-    folder = Path(mt_models) / f"mt-{lang}-{pivot}"
-    if not folder.is_dir():
-        raise InputError(f"{folder}: no {lang}->{pivot} MT system for translate-search; add {lang} to mmt.targets")
-    system = load_system(str(folder), None, runtime)
+def _pretranslated(path: Path) -> Translate:
+    """The translations in ``path`` (`translate_queries`' file: text, translation) as a function of query texts.
+
+    Raises:
+        InputError: no such file, or a query it does not hold (the file is older than the captions).
+    """
+    if not path.is_file():
+        raise InputError(f"{path}: no translated queries for translate-search (run the translate_queries stage)")
+    table = pq.read_table(path, columns=["text", "translation"])
+    known = dict(zip(table.column("text").to_pylist(), table.column("translation").to_pylist(), strict=True))
 
     def translate(texts: list[str]) -> list[str]:
-        return system.translate(texts, None, beam=beam, batch_size=64)
+        missing = [text for text in texts if text not in known]
+        if missing:
+            raise InputError(f"{path}: {len(missing)} test queries have no translation, e.g. {missing[0]!r} "
+                             f"(run the translate_queries stage again)")  # fmt: skip
+        return [known[text] for text in texts]
 
     return translate
 

@@ -45,8 +45,9 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
 
 @pytest.fixture(scope="session")
 def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Features, both MMT directions, synthesis and the augmented variants of the tiny dataset (run once)."""
-    from flows import augment, synthesize, train_mmt
+    """Features, both MMT directions, synthesis, the augmented variants and translate-search's translated queries
+    of the tiny dataset (run once)."""
+    from flows import augment, synthesize, train_mmt, translate_queries
     from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
@@ -65,4 +66,6 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     augment.main(["--params", str(augment_params), "--prepared", str(tiny_dataset.prepared),
                   "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
                   "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
+    translate_queries.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
+                            "--models", str(root / "models"), "--out", str(root / "queries")])  # fmt: skip
     return root

@@ -35,7 +35,7 @@ CODE = [
 ]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
 STAGES = ("generate", "prepare@synthetic", "prepare_parallel", "features@synthetic", "train_mmt@de", "synthesize@de")
-STAGES += ("augment", "export", "report")
+STAGES += ("augment", "export", "translate_queries", "report")
 STAGES += tuple(f"train_retrieval@{model}-{variant}-all" for model in ("san", "vsepp") for variant in ("none", "mmt_f"))
 
 
@@ -107,7 +107,7 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert table[0].startswith("# Pipeline: 2 of 2 stages done in")
     assert "| generate | unchanged | - | - |" in table
     (row,) = [line for line in table if line.startswith("| prepare@synthetic | ran |")]
-    assert row.endswith(f"({tagged[0].id})") or row.endswith("| - |")  # a link to its run where there is a UI
+    assert row.endswith(f"/runs/flow-run/{tagged[0].id}) |") or row.endswith("| - |")  # its run's page, given a UI
     # each stage run carries its run card: the command, the settings it depends on, its inputs and outputs
     card = asyncio.run(_artifacts(tagged[0].id))["run-card-prepare-synthetic"].data
     assert card.startswith("# Run card: prepare@synthetic") and "python -m flows.prepare --params params.yaml" in card

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 
-from flows import cli, report, train_retrieval
+from corpora.prepared import read_prepared
+from flows import cli, report, train_retrieval, translate_queries
+from mmt.systems import load_system
 from retrieval.registry import MODELS
+from settings.runtime import Runtime
 from tests.flows.conftest import TinyDataset
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +25,7 @@ def run_stage(tiny_dataset: TinyDataset, trained: Path, model: str, variant: str
     out, metrics = trained / "retrieval" / name, trained / "metrics" / "retrieval"
     train_retrieval.main(["--params", str(tiny_dataset.params), "--model", model, "--variant", variant, "--role", role,
                           "--augmented", str(trained / "augmented"), "--store", str(trained / "features" / "compact"),
-                          "--word_vectors", str(trained / "word-vectors"), "--mt_models", str(trained / "models"),
+                          "--word_vectors", str(trained / "word-vectors"), "--queries", str(trained / "queries"),
                           "--out", str(out), "--metrics", str(metrics / f"{name}.json")])  # fmt: skip
     return out
 
@@ -160,3 +165,25 @@ def test_unknown_model_variant_and_role_list_the_known_ones(
     assert "unknown language role 'table4'; known: all, discard_human_targets, pivot_test, pivot_only" in (
         capsys.readouterr().err
     )
+
+
+def test_translate_search_queries_are_translated_once_by_their_own_stage(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path
+) -> None:
+    """translate_queries: every human de test caption, translated by mt-de-en; the retrieval runs read this file."""
+    captions = read_prepared(tiny_dataset.prepared).captions.to_pylist()
+    expected = sorted({row["text"] for row in captions
+                       if (row["split"], row["origin"], row["lang"]) == ("test", "human", "de")})  # fmt: skip
+    table = pq.read_table(trained / "queries" / "de-en.parquet").to_pylist()
+    assert [row["text"] for row in table] == expected and all(row["translation"].strip() for row in table)
+    system = load_system(str(trained / "models" / "mt-de-en"), None, Runtime())
+    assert [row["translation"] for row in table] == system.translate(expected, None, beam=2)
+    manifest = json.loads((trained / "queries" / "queries.json").read_text())
+    assert manifest == {"pivot": "en", "beam": 2, "queries": {"de": len(expected)}}
+    # without translate-search languages the folder holds the manifest alone (it is still a DVC output)
+    tree = tiny_params_tree()
+    tree["retrieval"]["translate_search"]["languages"] = []
+    params = write_params(tmp_path / "params.yaml", tree)
+    translate_queries.main(["--params", str(params), "--prepared", str(tiny_dataset.prepared),
+                            "--models", str(trained / "models"), "--out", str(tmp_path / "queries")])  # fmt: skip
+    assert sorted(path.name for path in (tmp_path / "queries").iterdir()) == ["queries.json"]

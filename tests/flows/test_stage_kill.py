@@ -87,7 +87,7 @@ def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
     command = [sys.executable, "-m", "flows.train_retrieval", "--params", str(params), "--model", "san",
                "--variant", "mmt_f", "--role", "all", "--augmented", str(trained / "augmented"),
                "--store", str(trained / "features" / "compact"), "--word_vectors", str(REPO / "data/raw/word-vectors"),
-               "--mt_models", str(trained / "models"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
+               "--queries", str(trained / "queries"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.json")), env)  # first seed done
     assert not out.exists() and not metrics.exists()
