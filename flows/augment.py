@@ -16,8 +16,9 @@ from prefect.artifacts import create_table_artifact
 from corpora.io import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
+from flows.artifacts import artifact_key
 from flows.params import Params
-from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant, build_variant
 from mmt.diversity import lexical_diversity
 

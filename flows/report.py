@@ -16,8 +16,9 @@ from prefect import flow, tags
 
 from corpora.io import atomic_dir
 from corpora.tables import read_images
+from flows.artifacts import artifact_key
 from flows.params import Params
-from flows.stage import artifact_key, commit_date, git_commit, named, run_stage, run_tags, stage_parser
+from flows.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
 from retrieval.report import ReportContext
 from tasks.retrieval import write_report
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from flows.artifacts import artifact_key
+
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -105,8 +107,6 @@ def run_card_hook(stage: str, params_file: str, commit: str | None, date: str) -
     def publish(flow: Any, flow_run: Any, state: Any) -> None:
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import ArtifactCreate
-
-        from flows.stage import artifact_key  # flows.stage imports this module
 
         command = ["python", "-m", *_module_command()]
         markdown = run_card_markdown(stage, params_file=Path(params_file), dvc_yaml=Path("dvc.yaml"), command=command,

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import logging
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +15,6 @@ from corpora.io import InputError
 from flows.params import Params, ParamsError, RunnerParams, load_params
 from flows.run_card import run_card_hook
 
-_KEY_CHARACTERS = re.compile(r"[^a-z0-9-]+")  # what Prefect allows in an artifact key
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
 DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
 # What a user can cause: bad params or input files, and a training run that diverged (its settings are the cause).
@@ -86,14 +84,6 @@ def run_tags(stage: str) -> list[str]:
     if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
         tags.append(f"pipeline:{pipeline_run}")
     return tags
-
-
-def artifact_key(name: str) -> str:
-    """``name``, then the DVC experiment when one runs (``retrieval-san-mmt-f-all-exp-1a2b3``), in the characters
-    Prefect allows in a key (lowercase letters, digits, dashes)."""
-    experiment = os.environ.get("DVC_EXP_NAME")
-    key = f"{name}-{experiment}" if experiment else name
-    return _KEY_CHARACTERS.sub("-", key.lower()).strip("-")
 
 
 def git_commit() -> str | None:

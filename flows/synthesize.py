@@ -18,8 +18,9 @@ from prefect.utilities.annotations import unmapped
 
 from corpora.io import write_text
 from corpora.prepared import read_prepared
+from flows.artifacts import artifact_key
 from flows.params import Params, ParamsError
-from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser, task_runner
+from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
 from mmt.diversity import round_trip_changes
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256

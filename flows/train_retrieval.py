@@ -18,8 +18,9 @@ from typing import Any
 from prefect import flow, tags
 
 from corpora.io import InputError, atomic_dir
+from flows.artifacts import artifact_key
 from flows.params import Params
-from flows.stage import artifact_key, named, run_stage, run_tags, stage_parser
+from flows.stage import named, run_stage, run_tags, stage_parser
 from retrieval.experiment import replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
