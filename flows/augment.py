@@ -16,11 +16,11 @@ from prefect.artifacts import create_table_artifact
 from corpora.io import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
-from flows.artifacts import artifact_key
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant, build_variant
 from mmt.diversity import lexical_diversity
+from tasks import artifact_key
 
 
 @flow(name="augment", log_prints=True, persist_result=False)

@@ -19,10 +19,10 @@ from corpora.hf_dataset import CardInfo
 from corpora.io import InputError, atomic_dir
 from corpora.tables import read_images
 from features.store import FeatureStore
-from flows.artifacts import artifact_key
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant
+from tasks import artifact_key
 from tasks.export import export_caption_variant
 
 

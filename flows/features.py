@@ -15,10 +15,10 @@ from corpora.io import write_json
 from corpora.tables import read_images
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
 from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter, FeaturesConfig
-from flows.artifacts import artifact_key
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
 from settings.runtime import Runtime
+from tasks import artifact_key
 from tasks.features import (
     assemble_store,
     extractor_weights,

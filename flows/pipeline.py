@@ -136,12 +136,13 @@ def stage_run_links(pipeline_run_id: str) -> dict[str, str]:
 
 
 @flow(name="pipeline", log_prints=True, persist_result=False)
-def pipeline(targets: list[str] | None = None, force: bool = False) -> None:
-    command = ["dvc", "repro", *(["--force"] if force else []), *(targets or [])]
+def pipeline(targets: list[str] | None = None, force: bool = False, single_item: bool = False) -> None:
+    options = [*(["--force"] if force else []), *(["--single-item"] if single_item else [])]
+    command = ["dvc", "repro", *options, *(targets or [])]
     run_id = str(flow_run.get_id())
     env = {**os.environ, PIPELINE_RUN_ENV: run_id}
     logger = get_run_logger()
-    tracker = ReproTracker(dag_stages(targets or []))
+    tracker = ReproTracker(list(targets or []) if single_item else dag_stages(targets or []))
     total = max(len(tracker.stages), 1)
     created = create_progress_artifact(0.0, key="pipeline-progress", description=f"0 of {total} stages done")
     assert isinstance(created, UUID)  # called from a sync flow, it returns the id, not a coroutine
@@ -172,9 +173,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=__doc__)
     parser.add_argument("targets", nargs="*", help="stages to reproduce (default: all)")
     parser.add_argument("--force", action="store_true", help="rerun stages even if unchanged")
+    parser.add_argument(
+        "--single-item",
+        action="store_true",
+        help="only the named stages, not what they depend on (with --force: rerun just those)",
+    )
     args = parser.parse_args(argv)
     try:
-        pipeline(args.targets, args.force)
+        pipeline(args.targets, args.force, args.single_item)
     except RuntimeError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -16,10 +16,10 @@ from prefect import flow, tags
 
 from corpora.io import atomic_dir
 from corpora.tables import read_images
-from flows.artifacts import artifact_key
 from flows.params import Params
 from flows.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
 from retrieval.report import ReportContext
+from tasks import artifact_key
 from tasks.retrieval import write_report
 
 SAMPLES = 6  # images with their synthesized captions on the page

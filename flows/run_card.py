@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from flows.artifacts import artifact_key
+from tasks import artifact_key
 
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 

@@ -18,13 +18,13 @@ from prefect.utilities.annotations import unmapped
 
 from corpora.io import write_text
 from corpora.prepared import read_prepared
-from flows.artifacts import artifact_key
 from flows.params import Params, ParamsError
 from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
 from mmt.diversity import round_trip_changes
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
 from settings.runtime import Runtime
+from tasks import artifact_key
 from tasks.mmt import translate_shard, write_synthesized
 
 ORIGINS: tuple[Origin, ...] = ("mmt", "mt")  # the order of the rows in the output

@@ -25,7 +25,6 @@ from prefect.artifacts import create_table_artifact
 from corpora.io import staged_children, write_tsv
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
-from flows.artifacts import artifact_key
 from flows.params import Params, ParamsError
 from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.checkpoint import PRETRAIN
@@ -33,6 +32,7 @@ from mmt.curves import learning_curve
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
 from settings.runtime import Runtime
+from tasks import artifact_key
 from tasks.mmt import (
     compare_systems,
     pretrain_direction,

@@ -18,26 +18,26 @@ from typing import Any
 from prefect import flow, tags
 
 from corpora.io import InputError, atomic_dir
-from flows.artifacts import artifact_key
+from corpora.languages import Languages
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser
-from retrieval.experiment import replicate_seeds
+from retrieval.experiment import RetrievalConfig, replicate_seeds
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
 from settings.runtime import Runtime
+from tasks import artifact_key
 from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_history, write_retrieval_metrics
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
 def train_retrieval(
-    params: Params, model: str, variant: str, role: str, augmented: str, store: str, word_vectors: str,
-    queries: str, out: str, metrics: str, runtime: Runtime,
+    config: RetrievalConfig, all_languages: Languages, base_seed: int, model: str, variant: str, role: str,
+    augmented: str, store: str, word_vectors: str, queries: str, out: str, metrics: str, runtime: Runtime,
 ) -> dict[str, Any]:  # fmt: skip
-    config = params.retrieval
-    pivot = params.languages.pivot
+    pivot = all_languages.pivot
     languages = config.role(role, pivot)
     captions = str(Path(augmented) / variant / "captions.parquet")
-    seeds = replicate_seeds(params.seed, config.replicates)
+    seeds = replicate_seeds(base_seed, config.replicates)
     runs, history = [], []
     run = f"{model}-{variant}-{role}"
     for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
@@ -49,7 +49,7 @@ def train_retrieval(
         history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
         runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, queries,
-                                             str(Path(model_dir) / "test-metrics.json"), params.languages.all, pivot,
+                                             str(Path(model_dir) / "test-metrics.json"), all_languages.all, pivot,
                                              runtime))  # fmt: skip
     write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
     return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
@@ -85,8 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"role:{args.role}",
         )
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
-            named(train_retrieval, args.params)(params, args.model, args.variant, args.role, args.augmented, args.store,
-                                   args.word_vectors, args.queries, str(out), args.metrics, runtime)  # fmt: skip
+            named(train_retrieval, args.params)(params.retrieval, params.languages, params.seed, args.model,
+                                                args.variant, args.role, args.augmented, args.store, args.word_vectors,
+                                                args.queries, str(out), args.metrics, runtime)  # fmt: skip
 
     run_stage(parser, argv, body)
 

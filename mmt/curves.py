@@ -30,7 +30,7 @@ def learning_curve(folder: Path) -> list[dict[str, object]]:
         path = folder / f"{phase}.history.tsv"
         if not path.is_file():
             continue
-        history = _read_history(path)
+        history = read_history(path)
         rows += [{"phase": phase, "step": offset + int(entry["step"]), "phase_step": int(entry["step"]),
                   "epoch": int(entry["epoch"]), "loss": entry["loss"], "val_bleu": entry["val_bleu"]}
                  for entry in history]  # fmt: skip
@@ -39,7 +39,12 @@ def learning_curve(folder: Path) -> list[dict[str, object]]:
     return rows
 
 
-def _read_history(path: Path) -> list[dict[str, float]]:
+def read_history(path: Path) -> list[dict[str, float]]:
+    """The validations of one fit's history file: step, epoch, loss and val_bleu of each, as numbers.
+
+    Raises:
+        InputError: a missing column or a value that is not a number.
+    """
     wanted = ("step", "epoch", "loss", "val_bleu")
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, delimiter="\t")

@@ -215,7 +215,9 @@ def train_model(
     result = fit(model, train, validation, store, loss=loss, type_weights=torch.tensor(weights), config=config.train,
                  seed=seed, device=runtime.torch_device(), autocast=runtime.autocast(),
                  eval_batch_size=config.evaluation.batch_size, on_epoch=on_epoch)  # fmt: skip
-    extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": result.history,
+    # the history without its timings (steps per second): the same run writes the same checkpoint bytes
+    history = [{key: value for key, value in entry.items() if key != "steps_per_s"} for entry in result.history]
+    extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": history,
              "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
              "train_selectors": _selectors(role)}  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)

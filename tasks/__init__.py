@@ -1,1 +1,22 @@
-"""Prefect tasks: thin wrappers that call the library packages and report (logs, artifacts)."""
+"""Prefect tasks: thin wrappers that call the library packages and report (logs, artifacts); and the artifact keys
+they and the flows use.
+
+An artifact key names a series in the Prefect UI (Artifacts page: every version of one key, newest first). DVC
+exports ``DVC_EXP_NAME`` to the stage commands of ``dvc exp run``: :func:`artifact_key` appends it, so an
+experiment's tables never land in the baseline's series.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_KEY_CHARACTERS = re.compile(r"[^a-z0-9-]+")  # what Prefect allows in an artifact key
+
+
+def artifact_key(name: str) -> str:
+    """``name``, then the DVC experiment when one runs (``retrieval-san-mmt-f-all-exp-1a2b3``), in the characters
+    Prefect allows in a key (lowercase letters, digits, dashes)."""
+    experiment = os.environ.get("DVC_EXP_NAME")
+    key = f"{name}-{experiment}" if experiment else name
+    return _KEY_CHARACTERS.sub("-", key.lower()).strip("-")

@@ -10,19 +10,22 @@ from uuid import UUID
 
 import pyarrow as pa
 from prefect import get_run_logger, task
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from corpora.io import InputError, write_json, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
+from mmt.checkpoint import FINETUNE, PRETRAIN
+from mmt.curves import read_history
 from mmt.metrics import paired_bootstrap
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
 from mmt.text import SubwordConfig
 from settings.runtime import Runtime
+from tasks import artifact_key
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -47,13 +50,23 @@ def fit_progress(name: str, epochs: int) -> systems.ValidationCallback:
     return report
 
 
+def publish_history(path: Path, name: str) -> None:
+    """Every validation of one fit (its history file, when the backend writes one) as a table artifact."""
+    if path.is_file():
+        rows = [{key: round(value, 4) for key, value in entry.items()} for entry in read_history(path)]
+        create_table_artifact(key=artifact_key(f"mmt-history-{name}"), table=rows,
+                              description=f"{name}: step, epoch, loss, validation BLEU")  # fmt: skip
+
+
 @task(cache_policy=NO_CACHE, persist_result=False)
 def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir: str, region_dim: int, seed: int,
                        runtime: Runtime) -> float:  # fmt: skip
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     report = fit_progress(f"pretrain {Path(model_dir).name}", config.pretrain.epochs)
-    return systems.pretrain(data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed, runtime=runtime,
-                            on_validation=report)  # fmt: skip
+    score = systems.pretrain(data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed,
+                             runtime=runtime, on_validation=report)  # fmt: skip
+    publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", f"pretrain {Path(model_dir).name}")
+    return score
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -61,6 +74,7 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
     """One system of a direction (the MMT, or the MT system of ``mt_system``) into its folder."""
     report = fit_progress(f"finetune {request.out_dir.name}", request.config.finetune.epochs)
     score = systems.train_system(backend, dataclasses.replace(request, on_validation=report))
+    publish_history(request.out_dir / f"{FINETUNE}.history.tsv", f"finetune {request.out_dir.name}")
     get_run_logger().info("%s (%s): best validation BLEU %s", request.out_dir.name, backend, score)
     return score
 

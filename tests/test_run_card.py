@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.artifacts import artifact_key
 from flows.run_card import resolve, run_card_markdown, stage_scope
+from tasks import artifact_key
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -112,6 +112,9 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     card = asyncio.run(_artifacts(tagged[0].id))["run-card-prepare-synthetic"].data
     assert card.startswith("# Run card: prepare@synthetic") and "python -m flows.prepare --params params.yaml" in card
     assert "- `data/prepared/synthetic`" in card and "dataset: synthetic-renamed" in card
+    # --force --single-item reruns the named stage alone, not what it depends on
+    fourth = run([sys.executable, "-m", "flows.pipeline", "report", "--force", "--single-item"], root, env)
+    assert "Running stage 'report'" in fourth and "Stage 'generate'" not in fourth and "stage 'augment'" not in fourth
 
 
 @dataclass(frozen=True)
