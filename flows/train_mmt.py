@@ -69,6 +69,7 @@ def train_mmt(
             metrics_path = f"{metrics}/{folder.name}.json"
             evaluations[system] = test_translation_system(str(folder), test, store=store, tgt=tgt, beam=config.beam,
                                                           runtime=runtime, metrics_path=metrics_path,
+                                                          meteor=config.meteor,
                                                           contrastive=data.contrastive)  # fmt: skip
             scores = evaluations[system].metrics
             if system == "mmt":  # its curve: text-only pre-training, then fine-tuning with regions (`dvc plots`)

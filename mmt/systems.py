@@ -67,6 +67,8 @@ class SystemsConfig:
         pretrain: Text-only training on the parallel corpus.
         finetune: Training on the translation captions (with region features for the MMT).
         beam: Beam width of the test translations.
+        meteor: Score the test translations with METEOR 1.5 too (:mod:`mmt.meteor`: a Java run, about 7 s for
+            English, which loads its paraphrase table); false leaves ``meteor`` None with the reason in the note.
         mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
         marian: The Marian backend's models.
         systems: Which systems `train_mmt` trains and `synthesize` runs: ``mmt`` (needs the corpus's region
@@ -79,6 +81,7 @@ class SystemsConfig:
     pretrain: TrainConfig = field(default_factory=TrainConfig)
     finetune: TrainConfig = field(default_factory=TrainConfig)
     beam: int = 5
+    meteor: bool = True
     mt_system: str = "text-only"
     marian: MarianSettings = field(default_factory=MarianSettings)
     systems: tuple[SystemName, ...] = ("mmt", "mt")
@@ -341,10 +344,12 @@ class Evaluation:
 
 
 def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
+                    meteor: bool = True,
                     contrastive: Sequence[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
     """The scores of the system in ``folder`` on ``test``.
 
-    BLEU (both conventions), chrF with their signatures, METEOR 1.5 (or why not: :mod:`mmt.meteor`); for a
+    BLEU (both conventions), chrF with their signatures, METEOR 1.5 unless ``meteor`` is false (or why not:
+    :mod:`mmt.meteor`); for a
     multimodal system also its image awareness (Elliott 2018): BLEU with every sentence's own image minus BLEU with
     another sentence's image (:func:`shuffled_images`), ``None`` for text-only systems. Where the corpus records them,
     ``image_dependent`` (:func:`image_dependent_metrics`) and ``contrastive`` (:func:`contrastive_metrics`) on
@@ -355,7 +360,10 @@ def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, be
     hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
     metrics: dict[str, object] = {**translation_scores(hypotheses, test.tgt, tgt), "test_sentences": len(test.src),
                                   "beam": beam, "bleu_shuffled_images": None, "image_awareness": None}  # fmt: skip
-    metrics.update(meteor_scores(scoring_tokens(hypotheses, tgt), scoring_tokens(test.tgt, tgt), tgt))
+    if meteor:
+        metrics.update(meteor_scores(scoring_tokens(hypotheses, tgt), scoring_tokens(test.tgt, tgt), tgt))
+    else:
+        metrics.update(meteor=None, meteor_note="METEOR 1.5 not computed: mmt.meteor is false")
     if multimodal and test.image_ids is not None:
         blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64)
         blind_bleu = translation_scores(blind, test.tgt, tgt)["bleu"]

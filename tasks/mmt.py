@@ -81,13 +81,13 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                            metrics_path: str,
+                            metrics_path: str, meteor: bool = True,
                             contrastive: list[ContrastiveItem] | None = None) -> systems.Evaluation:  # fmt: skip
     """BLEU (both conventions), chrF, image awareness, the METEOR note, and where the corpus records them the
     image-dependent words' scores and the contrastive accuracy on ``contrastive`` -> a metrics JSON file; the
     translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
     evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime,
-                                         contrastive=contrastive)  # fmt: skip
+                                         meteor=meteor, contrastive=contrastive)  # fmt: skip
     metrics = evaluation.metrics
     write_json(metrics_path, metrics)
     write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))

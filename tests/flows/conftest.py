@@ -55,8 +55,11 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
     common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
               "--store", str(store), "--models", str(root / "models")]  # fmt: skip
-    train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(root / "mt-models"),
-                    "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
+    with_meteor = tiny_params_tree(raw=tiny_dataset.raw)
+    with_meteor["mmt"]["meteor"] = True  # the one tiny run that scores METEOR end to end
+    meteor_params = ["--params", str(write_params(root / "with-meteor.yaml", with_meteor))]
+    train_mmt.main([*common, *meteor_params, "--parallel", str(tiny_dataset.parallel),
+                    "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
     synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet"),
                      "--metrics", str(root / "metrics" / "synthesis" / "de.json")])  # fmt: skip
     # `augment` builds the variants of retrieval.variants: here every preset of at most two hops
