@@ -17,13 +17,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from uuid import UUID
 
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
 from flows.stage import PIPELINE_RUN_ENV
+from tasks import progress_artifact
 
 # what `dvc repro` prints about each stage (DVC 3)
 _STARTED = re.compile(r"^Running stage '(?P<stage>[^']+)':")
@@ -144,9 +144,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, single_item:
     logger = get_run_logger()
     tracker = ReproTracker(list(targets or []) if single_item else dag_stages(targets or []))
     total = max(len(tracker.stages), 1)
-    created = create_progress_artifact(0.0, key="pipeline-progress", description=f"0 of {total} stages done")
-    assert isinstance(created, UUID)  # called from a sync flow, it returns the id, not a coroutine
-    progress = created
+    progress = progress_artifact(f"0 of {total} stages done", key="pipeline-progress")
     logger.info("Running %s (%d stages in the DAG)", " ".join(command), len(tracker.stages))
     start = time.monotonic()
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from prefect import flow, get_run_logger, tags
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
@@ -24,7 +24,7 @@ from mmt.diversity import round_trip_changes
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
 from settings.runtime import Runtime
-from tasks import artifact_key
+from tasks import artifact_key, progress_artifact
 from tasks.mmt import translate_shard, write_synthesized
 
 ORIGINS: tuple[Origin, ...] = ("mmt", "mt")  # the order of the rows in the output
@@ -63,10 +63,10 @@ def _pass(
     shards = plan_shards(sources, task, work=Path(work), shard_size=config.shard_size)
     futures = translate_shard.map(shards, unmapped(task), unmapped(model_dir), unmapped(store), unmapped(runtime),
                                   unmapped(config.beam), unmapped(config.batch_size))  # fmt: skip
-    progress = create_progress_artifact(progress=0.0, description=f"{system} (hop {hop}): shards translated")
+    progress = progress_artifact(f"{system} (hop {hop}): shards translated")
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()
-        update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))  # type: ignore[arg-type]
+        update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))
     return collect(shards)
 
 

@@ -25,7 +25,6 @@ from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
-from retrieval.evaluation import Metrics
 from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
 from retrieval.registry import MODELS, build_model, make_config
@@ -306,8 +305,9 @@ def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str,
                             batch_size=evaluation.batch_size, autocast=runtime.autocast()))  # fmt: skip
 
 
-def rounded(metrics: Metrics) -> dict[str, Any]:
-    """Values to 4 decimals, so the metrics files do not carry float noise such as 88.60000000000001."""
+def rounded(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Values to 4 decimals (nested ones too), so metrics files and tables do not carry float noise such as
+    88.60000000000001."""
 
     def round_value(value: Any) -> Any:
         if isinstance(value, dict):

@@ -1,5 +1,5 @@
-"""Prefect tasks: thin wrappers that call the library packages and report (logs, artifacts); and the artifact keys
-they and the flows use.
+"""Prefect tasks: thin wrappers that call the library packages and report (logs, artifacts); and what they and the
+flows share for reporting: artifact keys and progress artifacts.
 
 An artifact key names a series in the Prefect UI (Artifacts page: every version of one key, newest first). DVC
 exports ``DVC_EXP_NAME`` to the stage commands of ``dvc exp run``: :func:`artifact_key` appends it, so an
@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+from uuid import UUID
+
+from prefect.artifacts import create_progress_artifact
 
 _KEY_CHARACTERS = re.compile(r"[^a-z0-9-]+")  # what Prefect allows in an artifact key
 
@@ -20,3 +23,13 @@ def artifact_key(name: str) -> str:
     experiment = os.environ.get("DVC_EXP_NAME")
     key = f"{name}-{experiment}" if experiment else name
     return _KEY_CHARACTERS.sub("-", key.lower()).strip("-")
+
+
+def progress_artifact(description: str, key: str | None = None) -> UUID:
+    """A new progress artifact at 0% (of the current task or flow run), by its id for ``update_progress_artifact``.
+
+    Called from sync code, Prefect's sync API returns the id itself, not a coroutine; the check says so to mypy.
+    """
+    created = create_progress_artifact(progress=0.0, key=key, description=description)
+    assert isinstance(created, UUID)
+    return created

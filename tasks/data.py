@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from uuid import UUID
 
 import pyarrow as pa
 from prefect import get_run_logger, task
-from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from tqdm import tqdm
 
@@ -16,6 +15,7 @@ from corpora.languages import Languages
 from corpora.prepared import Corpus, write_parallel_tables, write_prepared
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
 from corpora.wmt import ParallelConfig, read_parallel_corpus
+from tasks import progress_artifact
 
 # Every task: cache_policy=NO_CACHE, persist_result=False. DVC decides what reruns; Prefect's own result
 # cache would be a second cache keyed on path strings, blind to changed file contents.
@@ -26,8 +26,7 @@ def generate_synthetic_dataset(
     config: SyntheticConfig, out_dir: str, seed: int, languages: Languages
 ) -> GenerationSummary:
     """Render the built-in dataset into ``out_dir``, with a CLI bar and a Prefect progress artifact."""
-    artifact_id = create_progress_artifact(progress=0.0, description="Synthetic images rendered")
-    assert isinstance(artifact_id, UUID)  # the sync API inside a sync task returns the id itself
+    artifact_id = progress_artifact("Synthetic images rendered")
     with tqdm(total=sum(config.splits.as_dict().values()), unit="img", desc="generate") as bar:
 
         def report(done: int, total: int) -> None:

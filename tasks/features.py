@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from uuid import UUID
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.artifacts import update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State
 from prefect.futures import as_completed
@@ -30,6 +29,7 @@ from features.extractors import (
 )
 from features.probe import probe_store
 from features.store import FeatureStore
+from tasks import progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -99,8 +99,7 @@ def run_shards(
         unmapped(checkpoint_sha256),
         unmapped(description),
     )
-    artifact_id = create_progress_artifact(progress=0.0, description="Feature shards finished")
-    assert isinstance(artifact_id, UUID)
+    artifact_id = progress_artifact("Feature shards finished")
     reports: list[ShardReport] = []
     with tqdm(total=sum(len(shard.jobs) for shard in shards), unit="img", desc="features") as bar:
         for future in as_completed(futures):

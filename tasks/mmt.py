@@ -6,11 +6,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from uuid import UUID
 
 import pyarrow as pa
 from prefect import get_run_logger, task
-from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from corpora.io import InputError, write_json, write_text
@@ -25,7 +24,7 @@ from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
 from mmt.text import SubwordConfig
 from settings.runtime import Runtime
-from tasks import artifact_key
+from tasks import artifact_key, progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -38,8 +37,7 @@ def train_subwords(data: DirectionData, config: SubwordConfig, *, src: str, tgt:
 def fit_progress(name: str, epochs: int) -> systems.ValidationCallback:
     """A progress artifact for one MMT fit, and the callback that moves it at each validation: ``finetune
     mmt-en-de: epoch 4/12, step 128, loss 1.234, val BLEU 71.3`` (early stopping may end it before the last epoch)."""
-    progress = create_progress_artifact(progress=0.0, description=f"{name}: starting")
-    assert isinstance(progress, UUID)  # the sync API inside a sync task returns the id itself
+    progress = progress_artifact(f"{name}: starting")
 
     def report(record: dict[str, float]) -> None:
         note = (f"{name}: epoch {int(record['epoch'])}/{epochs}, step {int(record['step'])}, "

@@ -6,13 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.artifacts import (
     create_markdown_artifact,
-    create_progress_artifact,
     create_table_artifact,
     update_progress_artifact,
 )
@@ -28,6 +26,7 @@ from retrieval.experiment import (
     flat_metrics,
     history_rows,
     read_captions,
+    rounded,
     test_model,
     train_model,
     translate_search,
@@ -42,6 +41,7 @@ from retrieval.report import (
 )
 from retrieval.roles import ResolvedRole
 from settings.runtime import Runtime
+from tasks import progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -55,8 +55,7 @@ def train_retrieval_model(
     the end the table artifact ``history_key`` holds every epoch."""
     logger = get_run_logger()
     epochs = config.train.epochs
-    progress = create_progress_artifact(progress=0.0, description=f"{run} (seed {seed}): training")
-    assert isinstance(progress, UUID)  # the sync API inside a sync task returns the id itself
+    progress = progress_artifact(f"{run} (seed {seed}): training")
 
     def on_epoch(entry: dict[str, Any]) -> None:
         note = f"{run} (seed {seed}): {epoch_summary(entry, epochs)}"
@@ -67,7 +66,7 @@ def train_retrieval_model(
     result = train_model(config, model_name, role, Path(captions_path), Path(store_path), Path(word_vectors),
                          Path(out_dir), seed=seed, runtime=runtime, on_epoch=on_epoch)  # fmt: skip
     rows = history_rows(result.history, seed)
-    table = [{key: _rounded(value) for key, value in row.items()} for row in rows]
+    table = [rounded(row) for row in rows]
     description = f"{run} (seed {seed}): every epoch (best: epoch {result.best_epoch})"
     create_table_artifact(key=history_key, table=table, description=description)
     return {
@@ -83,10 +82,6 @@ def epoch_summary(entry: Mapping[str, Any], epochs: int) -> str:
     per_language = " / ".join(f"{lang} {summary['rsum']:.1f}" for lang, summary in entry["val"].items())
     loss = "-" if entry["loss"] is None else f"{entry['loss']:.3f}"
     return f"epoch {int(entry['epoch']) + 1}/{epochs}, loss {loss}, val rsum {per_language}"
-
-
-def _rounded(value: Any) -> Any:
-    return round(value, 3) if isinstance(value, float) else value
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
