@@ -56,6 +56,11 @@ class ReproTracker:
         self._running: StageRecord | None = None
 
     @property
+    def running(self) -> str | None:
+        """The stage DVC is running now, if any."""
+        return self._running.name if self._running is not None else None
+
+    @property
     def done(self) -> int:
         return sum(record.status in ("ran", "unchanged", "failed") for record in self.stages.values())
 
@@ -153,8 +158,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, single_item:
         for line in process.stdout:
             sys.stdout.write(line)  # DVC's and the stages' own output, as `dvc repro` shows it
             if tracker.feed(line, time.monotonic()):
-                running = [r.name for r in tracker.stages.values() if r.status == "running"]
-                note = f"{tracker.done} of {total} stages done" + (f"; running {running[0]}" if running else "")
+                note = f"{tracker.done} of {total} stages done"
+                note += f"; running {tracker.running}" if tracker.running else ""
                 update_progress_artifact(progress, 100.0 * tracker.done / total, description=note)
         returncode = process.wait()
     tracker.finish(time.monotonic(), succeeded=returncode == 0)
