@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,25 @@ def prefect_api_url() -> Iterator[str]:
     """Start the harness once (~15 s); the heartbeat thread is off so each flow costs ~0.2 s, not ~1 s."""
     with prefect_test_harness(server_startup_timeout=90), temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture
+def scheduler(prefect_api_url: str) -> Iterator[str]:
+    """The address of a Dask ``LocalCluster`` of two single-threaded worker processes (the sharded stages'
+    ``runner.kind: dask`` path), its workers reporting to the session's Prefect server."""
+    distributed = pytest.importorskip("distributed")
+    previous = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = prefect_api_url  # workers inherit it: no temporary Prefect server per worker
+    try:
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            yield cluster.scheduler_address
+    finally:
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
 
 
 @dataclass(frozen=True)

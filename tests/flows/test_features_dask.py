@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,23 +11,6 @@ from tests.flows.helpers import tiny_params_tree, write_params
 from tests.flows.test_features_flow import run_features
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def scheduler(prefect_api_url: str) -> Iterator[str]:
-    distributed = pytest.importorskip("distributed")
-    previous = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = prefect_api_url  # workers inherit it: no temporary Prefect server per worker
-    try:
-        with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster:
-            yield cluster.scheduler_address
-    finally:
-        if previous is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = previous
 
 
 def test_dask_runner_matches_local(tiny_dataset: TinyDataset, tmp_path: Path, scheduler: str) -> None:
