@@ -98,6 +98,30 @@ class RunnerParams:
 
 
 @dataclass(frozen=True)
+class DistributedParams:
+    """Data-parallel training of `train_mmt` and `train_retrieval` under torchrun (settings/distributed.py): the
+    stage command starts torchrun itself when more than one process is asked for."""
+
+    nproc_per_node: int  # processes on this machine: one per GPU (NCCL), or CPU processes (Gloo); 1 = no torchrun
+    nnodes: int  # machines; > 1: run the same stage command on every one (README: several machines)
+    rdzv_endpoint: str | None  # nnodes > 1: host:port every node reaches (torchrun's c10d rendezvous)
+
+    def __post_init__(self) -> None:
+        check_range("nproc_per_node", self.nproc_per_node, 1, 1024)
+        check_range("nnodes", self.nnodes, 1, 100_000)
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise SettingError("rdzv_endpoint", "missing: nnodes > 1 needs the host:port of the rendezvous")
+        if self.rdzv_endpoint is not None:
+            check(re.fullmatch(r"[^\s:]+:\d{1,5}", self.rdzv_endpoint) is not None, "rdzv_endpoint",
+                  self.rdzv_endpoint, "host:port")  # fmt: skip
+
+    @property
+    def processes(self) -> int:
+        """Processes in all (the world size)."""
+        return self.nproc_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
 class Params:
     seed: int
     device: str  # auto | cpu | cuda | cuda:<index>
@@ -107,6 +131,7 @@ class Params:
     corpora: dict[str, CorpusParams]
     corpus_roles: CorpusRoles
     runner: RunnerParams
+    distributed: DistributedParams
     generate: SyntheticConfig
     prepare: PrepareConfig
     features: FeaturesConfig

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn, TypeVar
 
 from corpora.io import InputError
-from flows.params import Params, ParamsError, RunnerParams, load_params
+from flows.params import DistributedParams, Params, ParamsError, RunnerParams, load_params
 from flows.run_card import run_card_hook
+from settings import distributed
+from settings.runtime import resolve_device
 
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
 DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
@@ -139,16 +141,55 @@ def run_stage(
     parser: argparse.ArgumentParser,
     argv: Sequence[str] | None,
     body: Callable[[argparse.Namespace, Params], Result],
-) -> Result:
+    *,
+    data_parallel: str | None = None,
+) -> Result | None:
     """Parse ``argv``, load params and run ``body``; bad params or input, and a training that diverged (its settings
-    are the usual cause), end the process with the message alone and exit status 2."""
+    are the usual cause), end the process with the message alone and exit status 2.
+
+    ``data_parallel``: the stage's module (``flows.train_retrieval``) when it trains data-parallel. With more than
+    one process in params.yaml's `distributed`, the stage starts itself under torchrun and exits with its status;
+    under torchrun, rank 0 runs ``body`` (Prefect, every write) and the other ranks follow its training calls
+    (:func:`settings.distributed.follow`), returning None.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    _show_library_progress()
     with user_errors(parser.prog, debug=args.debug):
         params = load_params(args.params)
+        if data_parallel is not None and params.distributed.processes > 1:
+            if not distributed.under_torchrun():
+                raise SystemExit(subprocess.run(torchrun_command(params.distributed, data_parallel, argv)).returncode)
+            distributed.start(str(resolve_device(params.device)))
+            try:
+                if not distributed.leads():
+                    distributed.follow()
+                    return None
+                _show_library_progress()
+                check_prefect_api()
+                try:
+                    return body(args, params)
+                finally:
+                    distributed.release()
+            finally:
+                distributed.stop()
+        _show_library_progress()
         check_prefect_api()
         return body(args, params)
     raise AssertionError("unreachable: user_errors exits or re-raises")
+
+
+def torchrun_command(settings: DistributedParams, module: str, argv: Sequence[str]) -> list[str]:
+    """The torchrun command line that runs ``python -m <module> <argv>`` as ``settings`` asks: one machine with a
+    private rendezvous (``--standalone``), or one of ``nnodes`` meeting at ``rdzv_endpoint`` (the same command on
+    each; the rendezvous id is the DVC stage, so the machines of one stage find each other)."""
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={settings.nproc_per_node}",
+               f"--nnodes={settings.nnodes}"]  # fmt: skip
+    if settings.nnodes == 1:
+        command.append("--standalone")
+    else:
+        rendezvous = os.environ.get("DVC_STAGE") or module
+        command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={settings.rdzv_endpoint}", f"--rdzv-id={rendezvous}"]
+    return [*command, "-m", module, *argv]
 
 
 def _show_library_progress() -> None:

@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                           args.parallel, args.store, str(models), args.mt_models, str(metrics),
                                           params.seed, runtime)  # fmt: skip
 
-    run_stage(parser, argv, body)
+    run_stage(parser, argv, body, data_parallel="flows.train_mmt")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                 args.variant, args.role, args.augmented, args.store, args.word_vectors,
                                                 args.queries, str(out), args.metrics, runtime)  # fmt: skip
 
-    run_stage(parser, argv, body)
+    run_stage(parser, argv, body, data_parallel="flows.train_retrieval")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from mmt.train import TrainConfig, fit
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
 from settings.checks import check, check_choice, check_not_empty, check_range
+from settings.distributed import gather_objects, is_writer, share
 from settings.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class SystemRequest:
 @dataclass(frozen=True)
 class Backend:
     multimodal: bool  # reads the image regions of each sentence
+    data_parallel: bool  # trains under torchrun with the other ranks (settings.distributed); else on rank 0 alone
     train: Callable[[SystemRequest], float | None]  # writes the system folder; the best validation score if any
     load: Callable[[Path, FeatureStore | None, Runtime], Translator]
     weights_file: Callable[[Path], Path]  # the file that identifies the trained weights
@@ -176,8 +178,9 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
                                          limit=VALIDATION_SENTENCES), config=training,
                  seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
                  progress=report)  # fmt: skip
-    record_text_pipeline(checkpoint, text.identity())
-    write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
+    if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
+        record_text_pipeline(checkpoint, text.identity())
+        write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
     logger.info("%s: best validation BLEU %.2f at step %d", name, result.best_score, result.best_step)
     return result.best_score
 
@@ -192,8 +195,9 @@ def history_file(checkpoint: Path) -> Path:
 def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limit: int | None = None) -> float:
     """BLEU (lowercased, tokenised) of ``translator`` on the first ``limit`` pairs."""
     count = len(pairs.src) if limit is None else min(limit, len(pairs.src))
-    images = pairs.image_ids[:count] if pairs.image_ids is not None else None
-    hypotheses = translator.translate(pairs.src[:count], images, beam=beam)
+    mine = share(count)  # data-parallel ranks translate a share each
+    images = pairs.image_ids[mine] if pairs.image_ids is not None else None
+    hypotheses = gather_objects(translator.translate(pairs.src[mine], images, beam=beam))
     score = translation_scores(hypotheses, pairs.tgt[:count], tgt_lang)["bleu"]
     assert isinstance(score, float)
     return score
@@ -209,7 +213,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     projection starts fresh) or without (the text-only MT system) -> checkpoint ``<out_dir>/finetune``."""
     source = request.pretrained.parent
     text = TextPipeline.load(source)
-    if request.out_dir != source:
+    if request.out_dir != source and is_writer():
         text.save(request.out_dir)
     if multimodal and request.store is None:
         raise InputError(f"{request.out_dir.name}: the multimodal system needs the corpus's region features")
@@ -266,17 +270,19 @@ def _finetuned(folder: Path) -> Path:
 
 BACKENDS: dict[str, Backend] = {
     # the regional Bi-LSTM MMT of Huang et al. 2020 (section 3.1), reading each sentence's image regions
-    "mmt": Backend(True, functools.partial(_train_regional, multimodal=True), _load_regional, _finetuned),
+    "mmt": Backend(True, True, functools.partial(_train_regional, multimodal=True), _load_regional, _finetuned),
     # the same model fine-tuned on the caption text alone (the paper's text-only MT rows)
-    "text-only": Backend(False, functools.partial(_train_regional, multimodal=False), _load_regional, _finetuned),
+    "text-only": Backend(False, True, functools.partial(_train_regional, multimodal=False), _load_regional, _finetuned),
     # transformers' MarianMTModel: an OPUS-MT folder you hold, or a small one trained here
-    "marian": Backend(False, _train_marian, _load_marian, _marian_weights),
+    "marian": Backend(False, False, _train_marian, _load_marian, _marian_weights),
 }
 
 
 def train_system(backend: str, request: SystemRequest) -> float | None:
     """Train the system of ``backend`` into ``request.out_dir`` and record the backend there."""
     score = BACKENDS[backend].train(request)
+    if not is_writer():
+        return score
     write_json(request.out_dir / SYSTEM_FILE, {"backend": backend, "src": request.src, "tgt": request.tgt})
     return score
 

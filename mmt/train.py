@@ -5,6 +5,9 @@ fine-tuning with region features (``regions`` = a FeatureStore or anything with 
 Conventions (nmtpytorch TRAIN_DEFAULTS): Adam 4e-4, gradient-norm clipping at 5, batches of 32 sentences,
 validation at every epoch end (or every ``eval_every`` batches), early stopping after ``patience``
 validations without improvement, best weights restored at the end.
+
+Under torchrun (settings/distributed.py) each rank computes the loss of its share of every batch over the whole
+batch's token count, gradients are summed, and validation decodes a share per rank: the same steps as one process.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mmt.beam import evaluating
 from mmt.checkpoint import read_checkpoint, save_mmt
 from mmt.model import MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
 from settings.checks import check_positive, check_range
+from settings.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 
 logger = logging.getLogger(__name__)
 
@@ -161,10 +165,37 @@ def collate(
     return batch, tgt_in, tgt_out
 
 
-def mmt_loss(model: RegionalMMT, batch: SourceBatch, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-    """Eq. 6 per target token: cross-entropy of the teacher-forced predictions, PAD positions ignored."""
+def mmt_loss(
+    model: RegionalMMT, batch: SourceBatch, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *, tokens: int | None = None
+) -> torch.Tensor:
+    """Eq. 6 per target token: cross-entropy of the teacher-forced predictions, PAD positions ignored; the mean
+    over the batch's target tokens, or their sum divided by ``tokens`` (a share of a larger batch)."""
     logits = model(batch, tgt_in)  # (B, M, V)
-    return F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=model.shape.pad_id)
+    flat_logits, flat_targets = logits.float().flatten(0, 1), tgt_out.flatten()
+    pad = model.shape.pad_id
+    if tokens is None:
+        return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad)
+    return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad, reduction="sum") / tokens
+
+
+def share_loss(
+    model: RegionalMMT,
+    examples: Sequence[Example],
+    indices: Sequence[int],
+    *,
+    regions: RegionLookup | None,
+    device: torch.device,
+) -> torch.Tensor:
+    """This data-parallel rank's part of the loss of the batch ``indices``: the summed cross-entropy of its share
+    (:func:`settings.distributed.share`) over the whole batch's target tokens, so that the parts, and their
+    gradients, sum to the mean loss of one process on the whole batch (which it is, in one process)."""
+    if world_size() == 1:
+        batch, tgt_in, tgt_out = collate(examples, indices, regions=regions, shape=model.shape, device=device)
+        return mmt_loss(model, batch, tgt_in, tgt_out)
+    mine = list(indices)[share(len(indices))]
+    tokens = sum(len(examples[i].tgt_ids) for i in indices)  # every target token, EOS included, is scored
+    batch, tgt_in, tgt_out = collate(examples, mine, regions=regions, shape=model.shape, device=device)
+    return mmt_loss(model, batch, tgt_in, tgt_out, tokens=tokens)
 
 
 class _Selection:
@@ -174,6 +205,7 @@ class _Selection:
         self.config, self.seed, self.path = config, seed, checkpoint_path
         self.best_score, self.best_step, self.bad = -math.inf, 0, 0
         self.history: list[dict[str, float]] = []
+        self.best_state: dict[str, torch.Tensor] | None = None  # data-parallel ranks that do not write keep it here
 
     def validate(
         self, model: RegionalMMT, evaluate: Callable[[RegionalMMT], float], step: int, epoch: int, loss: float
@@ -190,7 +222,10 @@ class _Selection:
                 "train_config": asdict(self.config),
                 "seed": self.seed,
             }
-            save_mmt(self.path, model, extra=extra)
+            if is_writer():
+                save_mmt(self.path, model, extra=extra)
+            else:
+                self.best_state = {key: value.detach().clone() for key, value in model.state_dict().items()}
         else:
             self.bad += 1
         self.history.append({"step": step, "epoch": epoch, "loss": loss, "score": score})
@@ -241,6 +276,7 @@ def fit(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.to(device).train()
+    broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
     selection = _Selection(config, seed, checkpoint_path)
@@ -249,9 +285,8 @@ def fit(
         batches = length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
         for position, indices in enumerate(batches, start=1):
             step += 1
-            batch, tgt_in, tgt_out = collate(train, indices, regions=regions, shape=model.shape, device=device)
             with autocast():
-                loss = mmt_loss(model, batch, tgt_in, tgt_out)
+                loss = share_loss(model, train, indices, regions=regions, device=device)
             losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step, epoch=epoch))
             report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
             epoch_end = position == len(batches)
@@ -268,7 +303,12 @@ def fit(
         score = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)))
         if progress is not None:
             progress({"step": step, "epoch": epoch, "loss": selection.history[-1]["loss"], "score": score})
-    model.load_state_dict(read_checkpoint(checkpoint_path, device=device)["state_dict"])
+    best = (
+        selection.best_state
+        if selection.best_state is not None
+        else read_checkpoint(checkpoint_path, device=device)["state_dict"]
+    )
+    model.load_state_dict(best)
     return FitResult(selection.best_score, selection.best_step, selection.history)
 
 
@@ -288,13 +328,14 @@ def _update(
         FloatingPointError: a non-finite loss or gradient norm (without fp16 loss scaling, which skips such steps
             itself), before the update, naming the epoch and step.
     """
-    value = float(loss.detach())
+    value = sum_of(float(loss.detach()), loss.device)  # the batch's loss: every rank's share
     where = f"MMT training diverged at epoch {epoch}, step {step}"
     if not math.isfinite(value) and not scaler.is_enabled():
         raise FloatingPointError(f"{where}: the loss is {value} (try a lower learning rate in mmt.pretrain or "
                                  f"mmt.finetune)")  # fmt: skip
     optimizer.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()
+    reduce_gradients(model.parameters(), mean=False)  # the shares' gradients sum to the batch's
     scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
     norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
     if not math.isfinite(norm) and not scaler.is_enabled():

@@ -32,6 +32,7 @@ from retrieval.roles import PLACEHOLDERS, PRESETS, LanguageRole, ResolvedRole, c
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import VocabConfig, Vocabulary
 from settings.checks import SettingError, check_not_empty, check_range
+from settings.distributed import is_writer
 from settings.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -219,6 +220,8 @@ def train_model(
     extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": history,
              "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
              "train_selectors": _selectors(role)}  # fmt: skip
+    if not is_writer():  # another data-parallel rank holds the same weights and writes them
+        return result
     out_dir.mkdir(parents=True, exist_ok=True)
     save_retrieval(out_dir / MODEL, model, config=model_config, vocab=vocab, type_names=train.type_names,
                    type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip

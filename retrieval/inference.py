@@ -15,6 +15,7 @@ from retrieval.data import CaptionSet, RegionLookup, chunks, image_batch, images
 from retrieval.evaluation import Metrics, folded_metrics, rank_metrics
 from retrieval.model import Embedded, RetrievalModel
 from settings.checks import check_range
+from settings.distributed import gather, share, world_size
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
 
@@ -84,13 +85,15 @@ def encode_texts(
     device: torch.device,
     batch_size: int = 256,
     autocast: AutocastFactory = contextlib.nullcontext,
+    part: slice | None = None,
 ) -> Embedded:
-    """Embeddings of every caption of ``captions`` (on the CPU, float32)."""
+    """Embeddings of every caption of ``captions``, or of the range ``part`` (on the CPU, float32)."""
+    first, stop, _ = (part or slice(None)).indices(len(captions))
 
     def encode(start: int, stop: int) -> Embedded:
-        return model.encode_texts(text_batch(captions, np.arange(start, stop)).to(device))
+        return model.encode_texts(text_batch(captions, np.arange(first + start, first + stop)).to(device))
 
-    return _encode_in_chunks(model, len(captions), batch_size, encode, autocast)
+    return _encode_in_chunks(model, max(0, stop - first), batch_size, encode, autocast)
 
 
 def _encode_in_chunks(
@@ -141,11 +144,24 @@ def evaluate(
     ``fold_images`` set: the mean over consecutive folds of that many images (COCO 5-fold 1K).
     """
     rows, caption_image = images_of(captions.image_rows)
-    images = encode_images(model, regions, rows, device=device, batch_size=batch_size, autocast=autocast)
-    texts = encode_texts(model, captions, device=device, batch_size=batch_size, autocast=autocast)
+    # data-parallel ranks share the work: each encodes a share of the captions (all of them are gathered) and
+    # scores its share of the images against all captions; the score rows are gathered
+    mine = rows[share(len(rows))]
+    images = encode_images(model, regions, mine, device=device, batch_size=batch_size, autocast=autocast)
+    texts = encode_texts(model, captions, device=device, batch_size=batch_size, autocast=autocast,
+                         part=share(len(captions)))  # fmt: skip
+    texts = _on_every_rank(texts, device)
     sims = similarity_matrix(model, images, texts, device=device, autocast=autocast)
+    sims = gather(sims.to(device)).cpu() if world_size() > 1 else sims
     index = torch.from_numpy(caption_image)
     return rank_metrics(sims, index) if fold_images is None else folded_metrics(sims, index, fold_images)
+
+
+def _on_every_rank(encoded: Embedded, device: torch.device) -> Embedded:
+    """Every rank's share of ``encoded``, gathered through ``device`` (NCCL moves only CUDA tensors); on the CPU."""
+    if world_size() == 1:
+        return encoded
+    return _to_cpu(Embedded(encoded.vectors, encoded.mask).detached(device).gathered())
 
 
 def _to_cpu(encoded: Embedded) -> Embedded:

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from settings.distributed import gather, world_size
+
 LossKind = Literal["harder", "max_violation", "sum", "topk"]
 
 
@@ -77,6 +79,14 @@ class Embedded:
     def slice(self, start: int, stop: int) -> Embedded:
         mask = None if self.mask is None else self.mask[start:stop]
         return Embedded(self.vectors[start:stop], mask)
+
+    def gathered(self) -> Embedded:
+        """Every data-parallel rank's items in rank order, extras included (:func:`settings.distributed.gather`:
+        differentiable, sets padded with mask False); itself in one process."""
+        if world_size() == 1:
+            return self
+        mask = None if self.mask is None else gather(self.mask)
+        return Embedded(gather(self.vectors), mask, {key: gather(value) for key, value in self.extras.items()})
 
     def detached(self, device: torch.device | None = None) -> Embedded:
         """Vectors and mask only, without autograd history, optionally moved to ``device``."""

@@ -8,6 +8,9 @@ and synthesized captions in equal portions (section 3.3). Options:
   image masked), for models with one vector per caption.
 - a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
 Deterministic on the CPU for a given seed and thread count.
+
+Under torchrun (settings/distributed.py) each rank encodes its share of every batch, the loss sees the gathered
+embeddings of the whole batch, and gradients are averaged: the same steps as one process on the same batch.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from retrieval.inference import AutocastFactory, evaluate
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
 from settings.checks import check_fraction, check_positive, check_range
+from settings.distributed import broadcast_parameters, reduce_gradients, share
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +124,7 @@ def fit(
     """
     torch.manual_seed(seed)
     model.to(device)
+    broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     rng = np.random.default_rng([seed, 1])
     pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -192,16 +197,18 @@ def _ranking_step(
     where: str,
 ) -> float:
     rows, caption_image = images_of(train.image_rows[indices])
-    texts = text_batch(train, indices).to(device)
-    images = image_batch(regions, rows).to(device)
+    # data-parallel: each rank encodes its share of the images and captions; the loss sees the whole batch
+    texts = text_batch(train, indices[share(len(indices))]).to(device)
+    images = image_batch(regions, rows[share(len(rows))]).to(device)
     caption_index = torch.from_numpy(caption_image).to(device)
+    langs = torch.from_numpy(train.langs[indices]).to(device)
     with autocast():
-        image_embedded = model.encode_images(images)
-        text_embedded = model.encode_texts(texts)
+        image_embedded = model.encode_images(images).gathered()
+        text_embedded = model.encode_texts(texts).gathered()
         sims = model.similarity(image_embedded, text_embedded).float()
         types = torch.from_numpy(train.types[indices]).to(device)
         total = loss(sims, caption_index, types, type_weights)
-        context = BatchContext(caption_index, texts.langs, progress)
+        context = BatchContext(caption_index, langs, progress)
         for extra in model.extra_losses(image_embedded, text_embedded, context).values():
             total = total + extra.float()
     return _apply(model, optimizer, total, config.clip, where=where)
@@ -220,6 +227,7 @@ def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tenso
                                  f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)")  # fmt: skip
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # type: ignore[no-untyped-call]
+    reduce_gradients(model.parameters(), mean=True)  # every rank computed the same loss on the gathered batch
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else math.inf)
     if not math.isfinite(float(norm)):
         raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {float(norm)}")
@@ -271,8 +279,8 @@ def _c2c_step(
     diagonal holds the only positives."""
     anchors, partners = _draw_pairs(pairs, config.batch_size, rng)
     with autocast():
-        queries = model.encode_texts(text_batch(train, anchors).to(device))
-        targets = model.encode_texts(text_batch(train, partners).to(device))
+        queries = model.encode_texts(text_batch(train, anchors[share(len(anchors))]).to(device)).gathered()
+        targets = model.encode_texts(text_batch(train, partners[share(len(partners))]).to(device)).gathered()
         sims = model.text_similarity(queries, targets).float()
         diagonal = torch.arange(len(anchors), device=device)
         positive = diagonal.unsqueeze(0) == diagonal.unsqueeze(1)
@@ -309,10 +317,12 @@ def pretrain(
                     indices.append(int(rng.choice(captions)))
                     owner.append(int(position))
             _, caption_image = images_of(np.array(owner))
-            texts = text_batch(train, np.array(indices)).to(device)
+            chosen = np.array(indices)
+            texts = text_batch(train, chosen[share(len(chosen))]).to(device)
+            langs = torch.from_numpy(train.langs[chosen]).to(device)
             with autocast():
-                encoded = model.encode_texts(texts)
-                context = BatchContext(torch.from_numpy(caption_image).to(device), texts.langs, epoch / epochs)
+                encoded = model.encode_texts(texts).gathered()
+                context = BatchContext(torch.from_numpy(caption_image).to(device), langs, epoch / epochs)
                 total = model.pretrain_loss(encoded, context)
             losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch}"))
         logger.info("pre-training epoch %d: loss %.4f", epoch, float(np.mean(losses)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -17,6 +18,7 @@ from typing import Literal
 import torch
 
 from settings.checks import check
+from settings.distributed import joined
 
 Precision = Literal["fp32", "bf16", "fp16"]
 AutocastFactory = Callable[[], AbstractContextManager[object]]
@@ -74,7 +76,12 @@ class Runtime:
         return cls(str(resolve_device(device)), precision)
 
     def torch_device(self) -> torch.device:
-        return resolve_device(self.device)
+        """The device; on CUDA under torchrun, this process's own GPU (``LOCAL_RANK``), whichever rank resolved the
+        runtime (rank 0 hands its runtime to the others)."""
+        device = resolve_device(self.device)
+        if device.type == "cuda" and joined():
+            return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        return device
 
     def autocast(self) -> AutocastFactory:
         """A factory of fresh autocast contexts (one per forward pass)."""

@@ -4,6 +4,7 @@ scores, synthesis shards. Thin: the models, training, backends and decoding live
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
 from mmt.text import SubwordConfig
+from settings.distributed import lead
 from settings.runtime import Runtime
 from tasks import artifact_key, progress_artifact
 
@@ -61,8 +63,10 @@ def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir:
                        runtime: Runtime) -> float:  # fmt: skip
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     report = fit_progress(f"pretrain {Path(model_dir).name}", config.pretrain.epochs)
-    score = systems.pretrain(data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed,
-                             runtime=runtime, on_validation=report)  # fmt: skip
+    # under torchrun the other ranks train along (settings.distributed); only this one reports and writes
+    call = functools.partial(systems.pretrain, data, config, model_dir=Path(model_dir), region_dim=region_dim,
+                             seed=seed, runtime=runtime)  # fmt: skip
+    score = lead(call, here=functools.partial(call, on_validation=report))
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", f"pretrain {Path(model_dir).name}")
     return score
 
@@ -71,7 +75,11 @@ def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir:
 def train_translation_system(backend: str, request: SystemRequest) -> float | None:
     """One system of a direction (the MMT, or the MT system of ``mt_system``) into its folder."""
     report = fit_progress(f"finetune {request.out_dir.name}", request.config.finetune.epochs)
-    score = systems.train_system(backend, dataclasses.replace(request, on_validation=report))
+    here = functools.partial(systems.train_system, backend, dataclasses.replace(request, on_validation=report))
+    if systems.BACKENDS[backend].data_parallel:  # the other torchrun ranks, if any, train along
+        score = lead(functools.partial(systems.train_system, backend, request), here=here)
+    else:
+        score = here()
     publish_history(request.out_dir / f"{FINETUNE}.history.tsv", f"finetune {request.out_dir.name}")
     get_run_logger().info("%s (%s): best validation BLEU %s", request.out_dir.name, backend, score)
     return score

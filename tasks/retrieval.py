@@ -3,6 +3,7 @@ training, evaluation and the report live in ``retrieval/`` (and the MT systems o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from retrieval.report import (
     translation_markdown,
 )
 from retrieval.roles import ResolvedRole
+from settings.distributed import lead
 from settings.runtime import Runtime
 from tasks import progress_artifact
 
@@ -63,8 +65,10 @@ def train_retrieval_model(
         update_progress_artifact(artifact_id=progress, progress=100.0 * (int(entry["epoch"]) + 1) / epochs,
                                  description=note)  # fmt: skip
 
-    result = train_model(config, model_name, role, Path(captions_path), Path(store_path), Path(word_vectors),
-                         Path(out_dir), seed=seed, runtime=runtime, on_epoch=on_epoch)  # fmt: skip
+    # under torchrun the other ranks train along (settings.distributed); only this one reports and writes
+    call = functools.partial(train_model, config, model_name, role, Path(captions_path), Path(store_path),
+                             Path(word_vectors), Path(out_dir), seed=seed, runtime=runtime)  # fmt: skip
+    result = lead(call, here=functools.partial(call, on_epoch=on_epoch))
     rows = history_rows(result.history, seed)
     table = [rounded(row) for row in rows]
     description = f"{run} (seed {seed}): every epoch (best: epoch {result.best_epoch})"

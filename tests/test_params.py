@@ -216,6 +216,10 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("features.regions", {"mode": "adaptive", "min_count": 20, "max_count": 10}, r"regions\.max_count: got 10"),
         ("synthesis.kinds", [], r"synthesis\.kinds: at least one kind of caption"),
         ("runner", {"kind": "dask", "max_workers": 1, "address": None}, r"runner\.address: missing: runner kind dask"),
+        ("distributed.nproc_per_node", 0, r"distributed\.nproc_per_node: got 0, allowed: 1 to 1024"),
+        ("distributed.nnodes", 2, r"distributed\.rdzv_endpoint: missing: nnodes > 1 needs the host:port"),
+        ("distributed.rdzv_endpoint", "node01", r"distributed\.rdzv_endpoint: got 'node01', allowed: host:port"),
+        ("distributed", {"nproc_per_node": 4, "nnodes": 2, "rdzv_endpoint": "node01:29500"}, None),
         (
             "corpora.synthetic.format",
             "coco",
@@ -261,13 +265,13 @@ def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
 
 def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> None:
     """The params reader composes the components' own config dataclasses: the only dataclasses defined in
-    flows/ are the pipeline's own (Params, paths, corpora and their roles, task runner); everything else is a
-    library config."""
+    flows/ are the pipeline's own (Params, paths, corpora and their roles, task runner, torchrun launch); everything
+    else is a library config."""
     from flows.params import Params
 
     reachable = _dataclasses_reachable_from(Params, set())
     in_flows = {kind.__name__ for kind in reachable if kind.__module__.startswith("flows.")}
-    assert in_flows == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams"}
+    assert in_flows == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams", "DistributedParams"}
     owners = {kind.__module__.split(".")[0] for kind in reachable} - {"flows"}
     assert owners <= {"settings", "corpora", "features", "mmt", "retrieval"}
     assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
