@@ -125,7 +125,7 @@ while done < steps:
         if done == warmup:
             timed_from, regions.seconds = time.perf_counter(), 0.0
         _ranking_step(model, train, indices, regions, optimizer, loss, weights, config, device,
-                      contextlib.nullcontext, 0.0)
+                      contextlib.nullcontext, 0.0, where=f"step {done}")
         done += 1
         peak_anon = max(peak_anon, status()["RssAnon"])
         if done == steps:

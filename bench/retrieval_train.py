@@ -1,0 +1,167 @@
+"""Retrieval training throughput: steps/s of SAN and SCAN with the trainer's own step, and the implied epoch time.
+
+What: SAN in the paper's configuration (``SANConfig()``: word_dim 300, hidden 512, Bi-LSTM, linear region
+encoder; Huang et al. 2020, Eq. 7) and SCAN in its default one (``SCANConfig()``: t2i LogSumExp, Bi-GRU, 512-d
+joint space), freshly initialised, trained on batches of 128 captions (the paper's batch). Data: ``--images``
+images of 36 random 2048-d float16 regions held in RAM (``benchkit.RandomRegions``; reading a FeatureStore
+batch from the page cache costs a few ms, bench/retrieval_memory.py) and 5 random captions per image of 8-20
+tokens from a 10,000-word vocabulary (Flickr30K captions average about 12 words).
+How: ``retrieval.train._ranking_step``, the call ``fit`` makes per batch (captions padded, the batch's images
+read, converted to float32 and moved to the device, both encoders, the similarity matrix and the model's own
+ranking loss, ``RankingLoss("auto").for_model``: harder negatives for SAN, max-violation for SCAN, under the
+pipeline's autocast from ``settings.runtime``; backward, clipping at 2, one Adam step), on batches from the
+trainer's ``BalancedSampler``. ``--warmup`` untimed steps, then ``--steps`` timed ones, the device synchronised
+before and after (the step reads its loss value, as in training, so steps do not queue up).
+Epoch: ceil(145,000 / 128) = 1,133 steps (Multi30K/Flickr30K: 29,000 images x 5 captions); the implied epoch
+time is 1,133 / steps/s, validation left out. Goal on one H100: < 2 minutes, i.e. >= 9.44 steps/s.
+
+    python bench/retrieval_train.py --small                            # CPU: 1,000 images, 2 warm-up + 10 steps
+    python bench/retrieval_train.py --device cuda --precision bf16     # 4,000 images, 10 warm-up + 100 steps
+    python bench/retrieval_train.py --device cuda --models san --batch 256
+    torchrun --nproc-per-node 2 bench/retrieval_train.py --small --threads 1   # data-parallel: the same global batch
+
+Under torchrun each process encodes its share of every batch and the loss runs on the gathered embeddings
+(settings/distributed.py), so steps/s are those of the whole job; rank 0 prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import math
+import os
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from benchkit import (
+    VOCABULARY,
+    WORDS,
+    RandomRegions,
+    add_runtime_arguments,
+    emit_json,
+    header,
+    memory_line,
+    peak_memory,
+    random_captions,
+    reset_peak_memory,
+    runtime_from,
+    timed,
+)
+
+from retrieval.data import BalancedSampler, CaptionSet
+from retrieval.losses import RankingLoss
+from retrieval.registry import build_model, make_config
+from retrieval.train import TrainConfig, _ranking_step
+from settings import distributed
+from settings.runtime import Runtime
+
+EPOCH_CAPTIONS = 145_000  # Multi30K / Flickr30K training captions: 29,000 images x 5
+GOAL_EPOCH_S = 120.0
+
+
+def batch_stream(train: CaptionSet, batch_size: int) -> Iterator[np.ndarray]:
+    """Batches as ``fit`` draws them, epoch after epoch."""
+    sampler = BalancedSampler(train.synthetic, batch_size, TrainConfig().synthetic_fraction, seed=0)
+    return itertools.chain.from_iterable(sampler.batches(epoch) for epoch in itertools.count())
+
+
+def bench_model(
+    name: str, train: CaptionSet, regions: RandomRegions, runtime: Runtime, *, batch: int, warmup: int, steps: int
+) -> dict[str, float]:
+    """Steps/s of ``name`` over ``steps`` timed steps after ``warmup`` untimed ones, and its peak memory."""
+    device, autocast = runtime.torch_device(), runtime.autocast()
+    torch.manual_seed(0)
+    model = build_model(name, make_config(name, {}), vocab_size=VOCABULARY, languages=1, region_dim=2048)
+    model.to(device).train()
+    config = TrainConfig(batch_size=batch)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    loss = RankingLoss("auto").for_model(name, model.default_loss)
+    weights = torch.tensor(loss.type_weights(train.type_names), device=device)
+    batches = batch_stream(train, batch)
+    losses: list[float] = []
+
+    def step(number: int) -> None:
+        arguments = (model, train, next(batches), regions, optimizer, loss, weights, config, device, autocast, 0.0)
+        losses.append(_ranking_step(*arguments, where=f"bench step {number}"))
+
+    reset_peak_memory(device)
+    for number in range(warmup):
+        step(number)
+
+    def timed_steps() -> None:
+        for n in range(steps):
+            step(warmup + n)
+
+    _, seconds = timed(timed_steps, device)
+    steps_per_s = steps / seconds
+    epoch_steps = math.ceil(EPOCH_CAPTIONS / batch)
+    result = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps_per_s": steps_per_s,
+        "ms_per_step": 1000 / steps_per_s,
+        "epoch_steps": epoch_steps,
+        "epoch_s": epoch_steps / steps_per_s,
+        **peak_memory(device),
+    }
+    print(
+        f"RESULT {name.upper()} training, batch {batch}: {steps_per_s:.3f} steps/s ({1000 / steps_per_s:.0f} ms/step, "
+        f"{steps} steps after {warmup} warm-up, loss {losses[0]:.3f} -> {losses[-1]:.3f}); implied epoch of "
+        f"{EPOCH_CAPTIONS:,} captions ({epoch_steps:,} steps): {result['epoch_s'] / 60:.1f} min"
+    )
+    print(f"  {name}: {result['parameters'] / 1e6:.2f} M parameters, loss {loss.kind}; {memory_line(result)}")
+    if device.type == "cuda":
+        verdict = "met" if result["epoch_s"] < GOAL_EPOCH_S else "missed"
+        print(f"  goal: an epoch in < {GOAL_EPOCH_S / 60:g} min on one GPU: {verdict}")
+    return result
+
+
+def parse_args() -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_runtime_arguments(parser)
+    parser.add_argument("--models", nargs="+", choices=("san", "scan"), default=["san", "scan"])
+    parser.add_argument("--batch", type=int, default=128, help="captions per batch (the paper: 128)")
+    parser.add_argument("--images", type=int, help="images in RAM, 5 captions each (default 4000; --small: 1000)")
+    parser.add_argument("--steps", type=int, help="timed steps per model (default 100; --small: 10)")
+    parser.add_argument("--warmup", type=int, help="untimed steps per model (default 10; --small: 2)")
+    args = parser.parse_args()
+    args.images = args.images or (1000 if args.small else 4000)
+    args.steps = args.steps or (10 if args.small else 100)
+    args.warmup = args.warmup if args.warmup is not None else (2 if args.small else 10)
+    return args, parser
+
+
+def main() -> None:
+    args, parser = parse_args()
+    runtime = runtime_from(args, parser)
+    joint: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    if distributed.under_torchrun():  # `torchrun --nproc-per-node N bench/retrieval_train.py`: the data-parallel step
+        runtime = Runtime(distributed.start(runtime.device), runtime.precision)
+        joint = distributed.together()
+        if not distributed.leads():
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - rank 0 reports; the others stay quiet until exit
+    with joint:
+        run(args, runtime)
+    distributed.stop()
+
+
+def run(args: argparse.Namespace, runtime: Runtime) -> None:
+    regions, train = RandomRegions(args.images), random_captions(args.images)
+    print(header(runtime))
+    print(
+        f"{args.images:,} images x 36 x 2048 float16 in RAM, {len(train):,} captions of {WORDS[0]}-{WORDS[1]} tokens, "
+        f"vocabulary {VOCABULARY:,}, batch {args.batch} (over {distributed.world_size()} data-parallel processes)"
+    )
+    results = {
+        name: bench_model(name, train, regions, runtime, batch=args.batch, warmup=args.warmup, steps=args.steps)
+        for name in args.models
+    }
+    sizes = {"batch": args.batch, "images": args.images, "steps": args.steps, "warmup": args.warmup,
+             "processes": distributed.world_size()}  # fmt: skip
+    emit_json("retrieval_train", runtime, sizes, results)
+
+
+if __name__ == "__main__":
+    main()
