@@ -22,9 +22,10 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def stage_process(module: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """``python -m <module> <argv>`` as DVC runs it (the stage starts torchrun itself)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def stage_process(module: str, argv: list[str], prefect_api_url: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <argv>`` as DVC runs it (the stage starts torchrun itself), reporting to the session's
+    Prefect server (else rank 0 would start a temporary one)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PREFECT_API_URL": prefect_api_url}
     return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
 
@@ -48,12 +49,12 @@ def read(path: Path) -> Any:
 
 
 def test_train_retrieval_on_two_ranks_matches_one_process(
-    tiny_dataset: TinyDataset, trained: Path, tmp_path: Path
+    tiny_dataset: TinyDataset, trained: Path, tmp_path: Path, prefect_api_url: str
 ) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     train_retrieval.main(retrieval_argv(params_with(tmp_path, "one", 1, tiny_dataset), trained, one))
     done = stage_process("flows.train_retrieval", retrieval_argv(params_with(tmp_path, "two", 2, tiny_dataset),
-                                                                 trained, two))  # fmt: skip
+                                                                 trained, two), prefect_api_url)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch.distributed.run" not in done.stderr or "Traceback" not in done.stderr
     # one model folder, written once, with the same files
@@ -77,11 +78,13 @@ def mmt_argv(params: Path, tiny_dataset: TinyDataset, trained: Path, out: Path) 
             "--metrics", str(out / "metrics")]  # fmt: skip
 
 
-def test_train_mmt_on_two_ranks_matches_one_process(tiny_dataset: TinyDataset, trained: Path, tmp_path: Path) -> None:
+def test_train_mmt_on_two_ranks_matches_one_process(
+    tiny_dataset: TinyDataset, trained: Path, tmp_path: Path, prefect_api_url: str
+) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     train_mmt.main(mmt_argv(params_with(tmp_path, "one", 1, tiny_dataset), tiny_dataset, trained, one))
     done = stage_process("flows.train_mmt", mmt_argv(params_with(tmp_path, "two", 2, tiny_dataset), tiny_dataset,
-                                                     trained, two))  # fmt: skip
+                                                     trained, two), prefect_api_url)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(path.name for path in (two / "metrics").iterdir()) == sorted(
         path.name for path in (one / "metrics").iterdir()
@@ -95,13 +98,13 @@ def test_train_mmt_on_two_ranks_matches_one_process(tiny_dataset: TinyDataset, t
         assert test_two["bleu"] == pytest.approx(test_one["bleu"], abs=0.5)
 
 
-def test_a_user_error_on_rank_0_ends_every_rank_with_its_one_line(
-    tiny_dataset: TinyDataset, trained: Path, tmp_path: Path
+def test_a_user_error_on_rank_0_releases_the_other_ranks_and_ends_with_its_one_line(
+    tiny_dataset: TinyDataset, trained: Path, tmp_path: Path, prefect_api_url: str
 ) -> None:
     argv = retrieval_argv(params_with(tmp_path, "two", 2, tiny_dataset), trained, tmp_path / "out")
-    argv[argv.index("--queries") + 1] = str(tmp_path / "no-queries")  # translate-search has nothing to read
-    done = stage_process("flows.train_retrieval", argv)
+    argv[argv.index("--model") + 1] = "clip"  # rank 0 stops before any training call; rank 1 waits for one
+    done = stage_process("flows.train_retrieval", argv, prefect_api_url)
     assert done.returncode != 0
-    assert "python -m flows.train_retrieval: error:" in done.stderr
-    assert "no-queries" in done.stderr
-    assert not (tmp_path / "out" / "model").exists()
+    assert "python -m flows.train_retrieval: error: unknown retrieval model 'clip'" in done.stderr
+    assert "exitcode  : 2" in done.stderr  # rank 0's status; rank 1 was released and ended cleanly
+    assert not (tmp_path / "out").exists()

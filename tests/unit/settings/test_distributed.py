@@ -34,7 +34,7 @@ from mmt.train import fit as fit_mmt
 from retrieval.data import encode_captions
 from retrieval.losses import RankingLoss
 from retrieval.registry import build_model, make_config
-from retrieval.train import TrainConfig, _ranking_step, fit
+from retrieval.train import TrainConfig, _ranking_step, fit, pretrain
 from retrieval.vocab import Vocabulary
 from settings import distributed
 from tests.unit.mmt import test_pinned_fit as mmt_toy
@@ -128,8 +128,10 @@ def _gather_case() -> dict[str, Any]:
             "grad": local.grad.numpy()}  # fmt: skip
 
 
-def test_gather_pads_uneven_sets_and_sums_the_gradient_of_each_share_over_the_ranks() -> None:
-    results = on_ranks(3, _gather_case)
+def test_gather_pads_uneven_sets_and_sums_the_gradient_of_each_share_over_the_ranks(
+    three_ranks: list[dict[str, Any]],
+) -> None:
+    results = [result["gather"] for result in three_ranks]
     # 1 + 2 + 3 rows, sets padded to the longest (4 vectors); padding is zeros with mask False
     assert all(result["shape"] == (6, 4, 2) for result in results)
     values, mask = results[0]["values"], results[0]["mask"]
@@ -195,9 +197,9 @@ def _retrieval_steps() -> dict[str, dict[str, Any]]:
     return {name: _retrieval_step(name) for name in sorted(RETRIEVAL_MODELS)}
 
 
-def test_a_retrieval_step_on_three_ranks_equals_one_process() -> None:
+def test_a_retrieval_step_on_three_ranks_equals_one_process(three_ranks: list[dict[str, Any]]) -> None:
     single = _retrieval_steps()
-    ranks = on_ranks(3, _retrieval_steps)  # one spawn for the three models: starting processes dominates
+    ranks = [result["steps"] for result in three_ranks]
     for name in sorted(RETRIEVAL_MODELS):
         assert np.abs(single[name]["weights"] - _retrieval_step_start(name)).max() > 1e-3  # the step moved them
         for result in ranks:
@@ -227,16 +229,34 @@ def _retrieval_fit() -> dict[str, Any]:
     return {"history": history, "best_epoch": result.best_epoch, "weights": flat_weights(model)}
 
 
-def test_the_retrieval_trainer_on_two_ranks_follows_the_single_process_run() -> None:
+def test_the_retrieval_trainer_on_two_ranks_follows_the_single_process_run(two_ranks: list[dict[str, Any]]) -> None:
     single = _retrieval_fit()
     assert single["history"][-1]["val_rsum"] == pytest.approx(retrieval_toy.EXPECTED_BEST_RSUM, rel=1e-4)
-    for result in on_ranks(2, _retrieval_fit):
+    for result in (ranked["fit"] for ranked in two_ranks):
         assert result["best_epoch"] == single["best_epoch"]
         for found, expected in zip(result["history"], single["history"], strict=True):
             assert found["loss"] == pytest.approx(expected["loss"], rel=1e-4)
             assert found["c2c_loss"] == pytest.approx(expected["c2c_loss"], rel=1e-4)
             assert found["val_rsum"] == pytest.approx(expected["val_rsum"], rel=1e-4)
         np.testing.assert_allclose(result["weights"], single["weights"], rtol=0, atol=1e-4)
+
+
+def _mule_pretraining() -> np.ndarray:
+    """MULE's text-only pre-training (captions of one image across languages, extras in its loss), one epoch."""
+    train, _, _, vocab = _toy_training()
+    torch.manual_seed(0)
+    settings = {**RETRIEVAL_MODELS["mule"], "pretrain_epochs": 1}
+    model = build_model("mule", make_config("mule", settings), vocab_size=len(vocab), languages=2,
+                        region_dim=retrieval_toy.DIM)  # fmt: skip
+    pretrain(model, train, config=TrainConfig(batch_size=8), device=CPU, autocast=contextlib.nullcontext,
+             rng=np.random.default_rng(1))  # fmt: skip
+    return flat_weights(model)
+
+
+def test_mule_pretraining_on_two_ranks_follows_the_single_process_run(two_ranks: list[dict[str, Any]]) -> None:
+    single = _mule_pretraining()
+    for weights in (ranked["mule"] for ranked in two_ranks):
+        np.testing.assert_allclose(weights, single, rtol=0, atol=5e-4)  # Adam: see the MMT fit below
 
 
 # --- MMT ---------------------------------------------------------------------------------------------------
@@ -258,14 +278,14 @@ def _mmt_gradient() -> dict[str, Any]:
     return {"loss": total, "gradient": gradient.double().numpy()}
 
 
-def test_the_shares_of_an_mmt_batch_sum_to_its_mean_loss_and_gradient() -> None:
+def test_the_shares_of_an_mmt_batch_sum_to_its_mean_loss_and_gradient(two_ranks: list[dict[str, Any]]) -> None:
     single = _mmt_gradient()
     train, _, regions = mmt_toy.toy_data()
     torch.manual_seed(0)
     model = RegionalMMT(MMT_CONFIG, mmt_toy.SHAPE)
     batch, tgt_in, tgt_out = collate(train, [0, 3, 4, 8, 15, 22, 35], regions=regions, shape=model.shape, device=CPU)
     assert single["loss"] == pytest.approx(float(mmt_loss(model, batch, tgt_in, tgt_out).detach()), rel=1e-6)
-    for result in on_ranks(2, _mmt_gradient):
+    for result in (ranked["mmt_gradient"] for ranked in two_ranks):
         assert result["loss"] == pytest.approx(single["loss"], rel=1e-5)
         np.testing.assert_allclose(result["gradient"], single["gradient"], rtol=1e-4, atol=1e-6)
 
@@ -289,9 +309,11 @@ def _mmt_fit(folder: str) -> dict[str, Any]:
     return {"history": result.history, "best_step": result.best_step, "weights": flat_weights(model), "files": files}
 
 
-def test_an_mmt_fit_on_two_ranks_follows_the_single_process_run_and_only_rank_0_writes(tmp_path: Path) -> None:
+def test_an_mmt_fit_on_two_ranks_follows_the_single_process_run_and_only_rank_0_writes(
+    tmp_path: Path, two_ranks: list[dict[str, Any]]
+) -> None:
     single = _mmt_fit(str(tmp_path / "one"))
-    ranks = on_ranks(2, _mmt_fit, str(tmp_path / "two"))
+    ranks = [ranked["mmt_fit"] for ranked in two_ranks]
     assert ranks[0]["files"] == single["files"] == ["mmt.json", "mmt.safetensors"]
     assert ranks[1]["files"] == []
     for result in ranks:
@@ -304,3 +326,25 @@ def test_an_mmt_fit_on_two_ranks_follows_the_single_process_run_and_only_rank_0_
         # summed shares shows in a few weights: 1e-4 after 12 steps of 2e-2, against a gradient off by a factor
         # (Adam cannot see that: the gradient test above does)
         np.testing.assert_allclose(result["weights"], single["weights"], rtol=0, atol=5e-4)
+
+
+# --- the ranks: one start per world size (starting processes costs more than these cases) --------------------
+
+
+def _three_rank_cases() -> dict[str, Any]:
+    return {"gather": _gather_case(), "steps": _retrieval_steps()}
+
+
+def _two_rank_cases(folder: str) -> dict[str, Any]:
+    return {"fit": _retrieval_fit(), "mule": _mule_pretraining(), "mmt_gradient": _mmt_gradient(),
+            "mmt_fit": _mmt_fit(folder)}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def three_ranks() -> list[dict[str, Any]]:
+    return on_ranks(3, _three_rank_cases)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return on_ranks(2, _two_rank_cases, str(tmp_path_factory.mktemp("two-ranks")))
