@@ -37,6 +37,7 @@ from retrieval.registry import build_model, make_config
 from retrieval.train import TrainConfig, _ranking_step, fit, pretrain
 from retrieval.vocab import Vocabulary
 from settings import distributed
+from settings.runtime import Runtime
 from tests.unit.mmt import test_pinned_fit as mmt_toy
 from tests.unit.retrieval import test_pinned_fit as retrieval_toy
 
@@ -50,13 +51,20 @@ def _free_port() -> int:
 
 
 def _rank_main(
-    rank: int, world: int, port: int, function: Callable[..., Any], args: tuple[Any, ...], queue: Any, joint: bool
+    rank: int,
+    world: int,
+    port: int,
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    queue: Any,
+    joint: bool,
+    device: str,
 ) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))  # fmt: skip
     torch.set_num_threads(1)
     try:
-        distributed.start("cpu")
+        distributed.start(device)
         with distributed.together() if joint else contextlib.nullcontext():
             queue.put((rank, "ok", function(*args)))
     except BaseException:
@@ -65,13 +73,15 @@ def _rank_main(
         distributed.stop()
 
 
-def on_ranks(world: int, function: Callable[..., Any], *args: Any, joint: bool = True) -> list[Any]:
-    """``function(*args)`` on ``world`` Gloo ranks, as torchrun starts them, working together on it (as in a call
-    rank 0 leads) or, with ``joint`` False, each alone; its results in rank order."""
+def on_ranks(
+    world: int, function: Callable[..., Any], *args: Any, joint: bool = True, device: str = "cpu"
+) -> list[Any]:
+    """``function(*args)`` on ``world`` ranks (Gloo; NCCL with ``device`` cuda), as torchrun starts them, working
+    together on it (as in a call rank 0 leads) or, with ``joint`` False, each alone; its results in rank order."""
     context = mp.get_context("spawn")
     queue = context.SimpleQueue()
     port = _free_port()
-    processes = [context.Process(target=_rank_main, args=(rank, world, port, function, args, queue, joint))
+    processes = [context.Process(target=_rank_main, args=(rank, world, port, function, args, queue, joint, device))
                  for rank in range(world)]  # fmt: skip
     for process in processes:
         process.start()
@@ -157,6 +167,32 @@ def test_outside_a_joint_call_each_rank_acts_as_one_process() -> None:
     assert [result["share"] for result in alone] == [slice(0, 10)] * 2
     assert all(result["same"] and result["joined"] for result in alone)
     assert [result["share"] for result in on_ranks(2, _alone_case)] == [slice(0, 5), slice(5, 10)]
+
+
+def _nccl_case() -> dict[str, Any]:
+    """The collectives on CUDA tensors over NCCL, each rank on its own GPU."""
+    device = Runtime("cuda:0", "fp32").torch_device()  # rank 0's runtime, as the ranks receive it: their own GPU
+    here = distributed.rank()
+    local = torch.full((here + 1, 3), float(here + 1), device=device, requires_grad=True)
+    gathered = distributed.gather(local)
+    (gathered * torch.arange(1.0, gathered.shape[0] + 1, device=device).view(-1, 1)).sum().backward()
+    param = torch.nn.Parameter(torch.zeros(2, device=device))
+    param.grad = torch.full((2,), float(here + 1), device=device)
+    distributed.reduce_gradients([param], mean=True)
+    assert local.grad is not None and param.grad is not None
+    return {"device": str(device), "rows": gathered.shape[0], "grad": local.grad[:, 0].tolist(),
+            "mean": param.grad.tolist(), "sum": distributed.sum_of(1.0, device)}  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_the_collectives_run_over_nccl_on_two_gpus() -> None:
+    first, second = on_ranks(2, _nccl_case, device="cuda")
+    assert (first["device"], second["device"]) == ("cuda:0", "cuda:1")
+    assert first["rows"] == second["rows"] == 3
+    assert first["grad"] == [2.0] and second["grad"] == [4.0, 6.0]  # 2 ranks x global row weights 1 | 2, 3
+    assert first["mean"] == second["mean"] == [1.5, 1.5]
+    assert first["sum"] == second["sum"] == 2.0
 
 
 # --- retrieval ---------------------------------------------------------------------------------------------
