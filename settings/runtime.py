@@ -60,7 +60,9 @@ class Runtime:
     """Where and in which precision torch work runs.
 
     Attributes:
-        device: A concrete device name ("cpu", "cuda:0"); :meth:`resolve` turns ``auto`` into one.
+        device: A device name ("cpu", "cuda:0"), or ``auto``: CUDA where the work runs has it, else the CPU
+            (:meth:`torch_device` decides in each process, so a Dask worker on a GPU node uses its GPU even when the
+            stage process that handed it the runtime has none).
         precision: fp32, or bf16/fp16 autocast (CUDA only).
     """
 
@@ -72,8 +74,10 @@ class Runtime:
 
     @classmethod
     def resolve(cls, device: str, precision: Precision) -> Runtime:
-        """The runtime of the ``device`` and ``precision`` settings, ``auto`` resolved on this machine."""
-        return cls(str(resolve_device(device)), precision)
+        """The runtime of the ``device`` and ``precision`` settings: an explicit CUDA device is checked here, at the
+        flow's edge (a clear error before any work); ``auto`` stays ``auto``, for each process to resolve."""
+        resolved = resolve_device(device)
+        return cls("auto" if device == "auto" else str(resolved), precision)
 
     def torch_device(self) -> torch.device:
         """The device; on CUDA under torchrun, this process's own GPU (``LOCAL_RANK``), whichever rank resolved the

@@ -15,7 +15,9 @@ def test_cpu_and_auto_resolve() -> None:
     assert resolve_device("cpu") == torch.device("cpu")
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto").type == expected
-    assert Runtime.resolve("auto", "bf16") == Runtime(expected if expected == "cpu" else "cuda", "bf16")
+    assert Runtime.resolve("auto", "bf16") == Runtime("auto", "bf16")  # each process resolves it where it runs
+    assert Runtime.resolve("auto", "bf16").torch_device().type == expected
+    assert Runtime.resolve("cpu", "fp32") == Runtime("cpu", "fp32")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a CPU-only machine")
