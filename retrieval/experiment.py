@@ -215,13 +215,13 @@ def train_model(
     result = fit(model, train, validation, store, loss=loss, type_weights=torch.tensor(weights), config=config.train,
                  seed=seed, device=runtime.torch_device(), autocast=runtime.autocast(),
                  eval_batch_size=config.evaluation.batch_size, on_epoch=on_epoch)  # fmt: skip
+    if not is_writer():  # another data-parallel rank holds the same weights and writes them
+        return result
     # the history without its timings (steps per second): the same run writes the same checkpoint bytes
     history = [{key: value for key, value in entry.items() if key != "steps_per_s"} for entry in result.history]
     extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": history,
              "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
              "train_selectors": _selectors(role)}  # fmt: skip
-    if not is_writer():  # another data-parallel rank holds the same weights and writes them
-        return result
     out_dir.mkdir(parents=True, exist_ok=True)
     save_retrieval(out_dir / MODEL, model, config=model_config, vocab=vocab, type_names=train.type_names,
                    type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip

@@ -161,7 +161,7 @@ def _on_every_rank(encoded: Embedded, device: torch.device) -> Embedded:
     """Every rank's share of ``encoded``, gathered through ``device`` (NCCL moves only CUDA tensors); on the CPU."""
     if world_size() == 1:
         return encoded
-    return _to_cpu(Embedded(encoded.vectors, encoded.mask).detached(device).gathered())
+    return _to_cpu(encoded.detached(device).gathered())
 
 
 def _to_cpu(encoded: Embedded) -> Embedded:

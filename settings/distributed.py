@@ -181,22 +181,22 @@ def reduce_gradients(parameters: Iterable[nn.Parameter], *, mean: bool) -> None:
         return
     used = torch.tensor([param.grad is not None for param in params], dtype=torch.uint8, device=params[0].device)
     dist.all_reduce(used, op=dist.ReduceOp.MAX)
-    params = [param for param, flag in zip(params, used.tolist(), strict=True) if flag]
-    for param in params:
-        if param.grad is None:
-            param.grad = torch.zeros_like(param)
-    if not params:
+    grads = []
+    for param, flag in zip(params, used.tolist(), strict=True):
+        if flag:
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+            grads.append(param.grad)
+    if not grads:
         return
-    flat = torch.cat([param.grad.reshape(-1) for param in params if param.grad is not None])
+    flat = torch.cat([grad.reshape(-1) for grad in grads])
     dist.all_reduce(flat)
     if mean:
         flat /= world_size()
     offset = 0
-    for param in params:
-        assert param.grad is not None
-        count = param.grad.numel()
-        param.grad.copy_(flat[offset : offset + count].view_as(param.grad))
-        offset += count
+    for grad in grads:
+        grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+        offset += grad.numel()
 
 
 def broadcast_parameters(module: nn.Module) -> None:
