@@ -14,6 +14,18 @@ j = 1..N+1. The LSTM decoder starts from the mean over threads of the last encod
 Text-only mode (``regions=None``, used for pre-training and as the text-only MT system) encodes ONE thread
 u = [x_1..x_N] without the visual token; a_{ik} is then 1 and the model is a Luong-style attentive NMT.
 
+Region context (``MMTConfig.region_context``, off by default, so the model is Eq. 1-5 as printed): the decoder also
+attends over the projected regions z_k themselves and adds what it reads to Eq. 1,
+
+    b_{ik} = softmax_k [c_i; h_i]^T W_g z_k,   r_i = sum_k b_{ik} z_k,   h~_i = tanh(W_c [c_i; h_i] + W_v r_i)
+
+(the query is Eq. 1's own input: c_i tells which source words are being translated, so which object to look at),
+with W_v starting at zero, so a pre-trained model fine-tuned with it starts as the model without it. Why: in Eq. 1-4
+a region reaches the output only through the Bi-LSTM states of its thread, and after text-only pre-training the
+decoder's attention sits on the aligned source word, where the forward LSTM keeps ~3% of the leading visual token;
+fine-tuning then memorises the captions through the text faster than it learns to look (README, "The built-in
+dataset": on the built-in world the printed model's translations do not change with the image at all).
+
 Choices the paper leaves open (nmtpytorch / Luong et al. 2015 conventions unless said otherwise):
 - score(h, s) = h^T W s ("general" bilinear score, Luong 2015), one W for tokens and one for threads; the keys
   W s are computed once per sentence so a decoding step is two batched matrix products.
@@ -29,6 +41,7 @@ Choices the paper leaves open (nmtpytorch / Luong et al. 2015 conventions unless
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,12 +63,15 @@ class MMTConfig:
         hidden: LSTM size of the encoder (per direction) and of the decoder (nmtpytorch-like 512).
         dropout: Dropout rate on embeddings, encoder states and the attentional state.
         layers: LSTM layers of the encoder and of the decoder.
+        region_context: Add the decoder's own attention over the projected regions to Eq. 1 (module docstring);
+            False is the paper's model as printed.
     """
 
     emb_dim: int = 256
     hidden: int = 512
     dropout: float = 0.3
     layers: int = 1
+    region_context: bool = False
 
     def __post_init__(self) -> None:
         check_range("emb_dim", self.emb_dim, 4, 4096)
@@ -149,6 +165,9 @@ class Encoded:
         token_mask: (B, T) bool, True for the valid positions (the same in every thread of a sentence).
         thread_mask: (B, K) bool, True for valid threads (all True in text-only mode, where K = 1).
         init: (L, B, H) initial decoder hidden state of each layer.
+        regions: (B, K, E) the projected regions z_k, zeros in padding; None in text-only mode or without
+            ``MMTConfig.region_context``.
+        region_keys: (B, K, 3H) W_g z_k, the keys of b_{ik}; None with ``regions``.
     """
 
     states: torch.Tensor
@@ -157,6 +176,8 @@ class Encoded:
     token_mask: torch.Tensor
     thread_mask: torch.Tensor
     init: torch.Tensor
+    regions: torch.Tensor | None = None
+    region_keys: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +220,10 @@ class RegionalMMT(nn.Module):
         self.thread_att = nn.Linear(2 * hidden, hidden, bias=False)  # W_r of score(h_i, mean_j s_{j,k})
         self.combine = nn.Linear(2 * hidden + hidden, hidden, bias=False)  # W_c of Eq. 1
         self.output = nn.Linear(hidden, shape.tgt_vocab)  # W_o of Eq. 5
+        if config.region_context:
+            self.region_att = nn.Linear(emb, 3 * hidden, bias=False)  # W_g of b_{ik}, queried with [c_i; h_i]
+            self.region_combine = nn.Linear(emb, hidden, bias=False)  # W_v: r_i into Eq. 1
+            nn.init.zeros_(self.region_combine.weight)  # no effect until fine-tuning finds a use for the regions
         self.dropout = nn.Dropout(config.dropout)
         banned = torch.zeros(shape.tgt_vocab, dtype=torch.bool)
         banned[[shape.pad_id, shape.bos_id]] = True  # never generated
@@ -220,6 +245,7 @@ class RegionalMMT(nn.Module):
         src, pad = batch.src, self.shape.pad_id
         lengths = (src != pad).sum(dim=1)  # (B,) true sentence lengths; PAD only at the end
         words = self.dropout(self.src_embedding(src))  # (B, N, E)
+        visual: torch.Tensor | None = None
         if batch.regions is None or batch.region_mask is None:
             if bool((lengths == 0).any()):
                 raise ValueError("text-only MMT cannot encode an empty source sentence")
@@ -238,7 +264,11 @@ class RegionalMMT(nn.Module):
             lengths = lengths + 1
         states = self._run_threads(threads, lengths, thread_mask)  # (B, K, T, 2H)
         token_mask = torch.arange(states.size(2), device=src.device) < lengths[:, None]  # (B, T)
-        return self._encoded(states, token_mask, thread_mask, lengths)
+        encoded = self._encoded(states, token_mask, thread_mask, lengths)
+        if visual is None or not self.config.region_context:
+            return encoded
+        regions = visual.to(states.dtype) * thread_mask[..., None].to(states.dtype)  # (B, K, E) z_k, zeros in padding
+        return dataclasses.replace(encoded, regions=regions, region_keys=self.region_att(regions))
 
     def _run_threads(self, threads: torch.Tensor, lengths: torch.Tensor, thread_mask: torch.Tensor) -> torch.Tensor:
         """(B, K, T, 2H) Bi-LSTM states of the valid threads (packed: padding never enters), zeros elsewhere."""
@@ -300,6 +330,24 @@ class RegionalMMT(nn.Module):
         context = torch.bmm(weights.view(batch, rows, count * width), states.to(query.dtype))  # (B, R, 2H)
         return context, weights
 
+    def attend_regions(self, encoded: Encoded, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The region context: b_{ik} = softmax_k [c_i; h_i]^T W_g z_k over the valid regions, r_i = sum_k b_{ik} z_k.
+
+        Args:
+            encoded: B sentences encoded with ``MMTConfig.region_context`` and regions.
+            query: (B, R, 3H) [c_i; h_i]: the attended context and the decoder state.
+
+        Returns:
+            read: (B, R, E) r_i.
+            weights: (B, R, K) b_{ik}; sums to 1 over k, 0 on padded regions.
+        """
+        if encoded.regions is None or encoded.region_keys is None:
+            raise ValueError("attend_regions needs regions encoded with MMTConfig.region_context")
+        scores = torch.bmm(query, encoded.region_keys.transpose(1, 2))  # (B, R, K)
+        scores = scores.masked_fill(~encoded.thread_mask[:, None, :], float("-inf"))
+        weights = torch.softmax(_at_least_float32(scores), dim=-1).to(query.dtype)
+        return torch.bmm(weights, encoded.regions.to(query.dtype)), weights
+
     def initial_state(self, encoded: Encoded, rows_per_sentence: int = 1) -> DecoderState:
         """Decoder state before the first target token, repeated ``rows_per_sentence`` times per sentence."""
         hidden = encoded.init.repeat_interleave(rows_per_sentence, dim=1)  # (L, B*R, H)
@@ -326,8 +374,13 @@ class RegionalMMT(nn.Module):
             layer_input = self.dropout(hidden)
         batch = encoded.states.size(0)
         top = hiddens[-1]  # (B*R, H) h_i
-        context, _ = self.attend(encoded, top.view(batch, -1, top.size(-1)))  # (B, R, 2H)
-        attentional = torch.tanh(self.combine(torch.cat([context.reshape(top.size(0), -1), top], dim=-1)))  # h~_i
+        query = top.view(batch, -1, top.size(-1))  # (B, R, H)
+        context, _ = self.attend(encoded, query)  # (B, R, 2H)
+        combined = self.combine(torch.cat([context.reshape(top.size(0), -1), top], dim=-1))  # W_c [c_i; h_i]
+        if encoded.regions is not None:
+            read, _ = self.attend_regions(encoded, torch.cat([context, query], dim=-1))  # (B, R, E) r_i
+            combined = combined + self.region_combine(read.reshape(top.size(0), -1))
+        attentional = torch.tanh(combined)  # h~_i, Eq. 1
         logits = self.output(self.dropout(attentional))
         return logits, DecoderState(torch.stack(hiddens), torch.stack(cells), attentional)
 

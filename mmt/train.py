@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from features.store import RegionLookup
 from mmt.beam import evaluating
-from mmt.checkpoint import read_checkpoint, save_mmt
+from mmt.checkpoint import VISUAL_PREFIXES, read_checkpoint, save_mmt
 from mmt.model import MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
 from settings.checks import check_positive, check_range
 from settings.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
@@ -63,6 +63,8 @@ class TrainConfig:
         eval_every: Validate every this many batches; 0 = at the end of every epoch.
         sort_chunk: Batches per length-sorted chunk (sentences of similar length share a batch; the chunks and
             the batch order are shuffled, deterministically from the seed of :func:`fit`).
+        visual_lr_scale: ``lr`` times this for the parameters that read the regions (``VISUAL_PREFIXES``), which
+            fine-tuning starts afresh beside pre-trained ones; 1 trains every parameter alike.
     """
 
     epochs: int = 100
@@ -72,6 +74,7 @@ class TrainConfig:
     patience: int = 20
     eval_every: int = 0
     sort_chunk: int = 20
+    visual_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -81,6 +84,7 @@ class TrainConfig:
         check_range("patience", self.patience, 1, 1000)
         check_range("eval_every", self.eval_every, 0, 10_000_000)
         check_range("sort_chunk", self.sort_chunk, 1, 10_000)
+        check_positive("visual_lr_scale", self.visual_lr_scale, below=1000.0)
 
 
 @dataclass(frozen=True)
@@ -277,7 +281,7 @@ def fit(
     rng = np.random.default_rng(seed)
     model.to(device).train()
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
     selection = _Selection(config, seed, checkpoint_path)
     step, losses, epoch = 0, [], 0
@@ -310,6 +314,17 @@ def fit(
     )
     model.load_state_dict(best)
     return FitResult(selection.best_score, selection.best_step, selection.history)
+
+
+def parameter_groups(model: RegionalMMT, config: TrainConfig) -> list[dict[str, object]]:
+    """Adam's parameter groups: the visual parameters at ``lr * visual_lr_scale``, the others at ``lr`` (one group
+    when the scale is 1, or in text-only training, where the visual parameters get no gradient)."""
+    visual = [param for name, param in model.named_parameters() if name.startswith(VISUAL_PREFIXES)]
+    if config.visual_lr_scale == 1.0 or not visual:
+        return [{"params": list(model.parameters())}]
+    chosen = {id(param) for param in visual}
+    others = [param for param in model.parameters() if id(param) not in chosen]
+    return [{"params": others}, {"params": visual, "lr": config.lr * config.visual_lr_scale}]
 
 
 def _update(

@@ -199,7 +199,7 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("mmt.model.dropout", 1.0, r"mmt\.model\.dropout: got 1\.0, allowed: 0 <= dropout < 1"),
         ("mmt.text.vocab_size", 10, r"mmt\.text\.vocab_size: got 10, allowed: 50 to 200000"),
         ("mmt.targets", ["ja"], r"mmt\.targets\[0\]: got 'ja', allowed: one of languages\.targets"),
-        ("mmt.targets", [], r"retrieval\.variants\[1\]: mmt_f adds synthesized captions; mmt\.targets is empty"),
+        ("mmt.targets", [], r"retrieval\.variants\[1\]: mt_f adds synthesized captions; mmt\.targets is empty"),
         ("retrieval.train.lr", float("nan"), r"retrieval\.train\.lr: got nan"),
         ("retrieval.objective.margin", float("inf"), r"retrieval\.objective\.margin: got inf"),
         ("mmt.finetune.clip", float("nan"), r"mmt\.finetune\.clip: got nan"),
@@ -315,7 +315,7 @@ def test_check_params_lists_the_retrieval_runs_and_their_roles(
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited_tree))
     cli.main(["check-params", "--params", str(tmp_path / "params.yaml")])
     out = capsys.readouterr().out
-    assert "retrieval: 4 runs = models san x variants none, mmt_f x roles all, pivot_only" in out
+    assert "retrieval: 6 runs = models san x variants none, mt_f, mmt_f x roles all, pivot_only" in out
     assert "    all: trains on en, de; tested on en, de\n" in out
     assert "    pivot_only: trains on en; tested on en\n" in out
 
@@ -446,7 +446,7 @@ def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
         ({"mmt.systems": ["mt", "mt"]}, r"mmt\.systems: got \['mt', 'mt'\], allowed: each system once$"),
         (
             {"mmt.systems": ["mt"]},
-            r"retrieval\.variants\[1\]: mmt_f needs the mmt system; mmt\.systems is \['mt'\]$",
+            r"retrieval\.variants\[2\]: mmt_f needs the mmt system; mmt\.systems is \['mt'\]$",
         ),
         (
             {"mmt.systems": ["mmt"], "retrieval.variants": ["none", "mmt_f"]},

@@ -50,6 +50,7 @@ def reference_logits(
     else:
         threads = [torch.cat([model.region_proj(F.normalize(v, dim=0))[None], words]) for v in regions]
     states = [model.encoder(thread[None])[0][0] for thread in threads]  # K x (T, 2H)
+    projected = [thread[0] for thread in threads] if regions is not None else []  # z_k, the visual tokens
     last = torch.stack([torch.cat([s[-1, :hidden], s[0, hidden:]]) for s in states]).mean(dim=0)  # (2H,)
     h = list(torch.tanh(model.init_proj(last)).view(layers, hidden))
     c = [torch.zeros(hidden) for _ in range(layers)]
@@ -64,7 +65,12 @@ def reference_logits(
         query = h[-1]
         a_k = torch.softmax(torch.stack([query @ model.thread_att(s.mean(dim=0)) for s in states]), dim=0)  # Eq. 3
         context = sum(a_k[k] * (torch.softmax(model.token_att(s) @ query, dim=0) @ s) for k, s in enumerate(states))
-        feed = torch.tanh(model.combine(torch.cat([context, query])))  # Eq. 1
+        combined = model.combine(torch.cat([context, query]))
+        if model.config.region_context and projected:  # r_i = sum_k b_ik z_k, b_ik = softmax_k [c_i; h_i]^T W_g z_k
+            asked = torch.cat([context, query])  # [c_i; h_i]
+            b_k = torch.softmax(torch.stack([asked @ model.region_att(z) for z in projected]), dim=0)
+            combined = combined + model.region_combine(sum(b_k[k] * z for k, z in enumerate(projected)))
+        feed = torch.tanh(combined)  # Eq. 1
         logits.append(model.output(feed))  # Eq. 5
     return torch.stack(logits)
 
@@ -97,12 +103,24 @@ def test_shapes_of_encoder_attention_and_logits() -> None:
     assert logits.shape == (*tgt_in.shape, SHAPE.tgt_vocab)
 
 
-@pytest.mark.parametrize("layers", [1, 2])
+def with_live_region_context(model: RegionalMMT) -> RegionalMMT:
+    """W_v starts at zero (the region context then adds nothing): give it weights so that tests can see it."""
+    with torch.no_grad():
+        model.region_combine.weight.copy_(torch.randn(model.region_combine.weight.shape) * 0.5)
+    return model
+
+
+@pytest.mark.parametrize(("layers", "region_context"), [(1, False), (2, False), (1, True), (2, True)])
 @pytest.mark.parametrize("with_regions", [False, True])
-def test_batched_model_matches_the_equations_written_thread_by_thread(layers: int, with_regions: bool) -> None:
-    """Text-only = ONE thread without visual token; regional = K threads [v_k, x]; padding of both is masked."""
-    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers)
+def test_batched_model_matches_the_equations_written_thread_by_thread(
+    layers: int, region_context: bool, with_regions: bool
+) -> None:
+    """Text-only = ONE thread without visual token; regional = K threads [v_k, x]; padding of both is masked; the
+    region context adds W_v sum_k b_ik z_k to Eq. 1 (with regions only)."""
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers, region_context=region_context)
     model = tiny_model(config, seed=4)
+    if region_context:
+        with_live_region_context(model)
     src = random_sentences(4, vocab=SHAPE.src_vocab, seed=5)
     targets = teacher_inputs(4, seed=6)
     valid = [3, 1, 6, 4]
@@ -149,8 +167,11 @@ def _row(batch: SourceBatch, row: int, length: int) -> SourceBatch:
     )
 
 
-def test_padded_regions_do_not_change_outputs() -> None:
-    model = tiny_model()
+@pytest.mark.parametrize("region_context", [False, True])
+def test_padded_regions_do_not_change_outputs(region_context: bool) -> None:
+    model = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=region_context))
+    if region_context:
+        with_live_region_context(model)
     src = random_sentences(2, vocab=SHAPE.src_vocab, seed=11)
     features, _ = random_regions([3, 3], max_regions=3, dim=SHAPE.region_dim, seed=12)
     tgt_in = padded_targets(teacher_inputs(2, seed=13))
@@ -210,6 +231,25 @@ def test_regions_matter_and_are_l2_normalised() -> None:
     torch.testing.assert_close(scaled, base, atol=1e-5, rtol=1e-5)
     assert (changed - base).abs().max() > 1e-3
     assert (text - base).abs().max() > 1e-3
+
+
+def test_region_context_starts_as_the_printed_model_and_its_weights_sum_to_one() -> None:
+    """With W_v at its initial zero the model computes Eq. 1 as printed (a fine-tuning starts from the pre-trained
+    behaviour); b_ik sums to one over the valid regions and is zero on padded ones."""
+    printed = tiny_model(seed=30)
+    extended = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=True), seed=30)
+    extended.load_state_dict(printed.state_dict(), strict=False)
+    assert not extended.region_combine.weight.any()
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=31)
+    features, mask = random_regions([3, 1], max_regions=3, dim=SHAPE.region_dim, seed=32)
+    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
+    tgt_in = padded_targets(teacher_inputs(2, seed=33))
+    with torch.no_grad():
+        torch.testing.assert_close(extended(batch, tgt_in), printed(batch, tgt_in))
+        _, weights = extended.attend_regions(extended.encode(batch), torch.randn(2, 4, 3 * TINY.hidden))
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(2, 4))
+    assert torch.all(weights[1, :, 1:] == 0) and torch.all(weights[0] > 0)
+    assert extended.encode(source_batch(src, pad_id=0, device=CPU)).regions is None  # text-only: no region context
 
 
 def test_float16_regions_are_accepted() -> None:

@@ -16,7 +16,7 @@ from corpora.io import InputError
 from mmt.beam import beam_search, greedy_decode
 from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
-from mmt.train import Example, TrainConfig, check_examples, collate, fit, length_batches
+from mmt.train import Example, TrainConfig, check_examples, collate, fit, length_batches, parameter_groups
 from tests.unit.mmt.test_model import random_regions, random_sentences
 
 CPU = torch.device("cpu")
@@ -270,6 +270,39 @@ def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) ->
     projected = (units @ state["region_proj.weight"].T).norm(dim=1).pow(2).mean().sqrt()
     embedding = source["src_embedding.weight"].norm(dim=1).mean()
     assert projected == pytest.approx(float(embedding), rel=0.1)
+
+
+def test_load_pretrained_starts_the_region_context_afresh(tmp_path: Path) -> None:
+    """A text-only pre-trained model (either config) goes into a model with the region context: the context's
+    attention and its zero W_v stay as initialised, so the fine-tuning starts from the pre-trained outputs."""
+    pretrained = new_model(seed=1)
+    save_mmt(tmp_path / "pretrain", pretrained, extra={})
+    torch.manual_seed(2)
+    model = RegionalMMT(replace(CONFIG, region_context=True), SHAPE)
+    fresh = copy.deepcopy(model.state_dict())
+    skipped = load_pretrained_into(model, tmp_path / "pretrain")
+    assert skipped == ["region_att.weight", "region_combine.weight", "region_proj.bias", "region_proj.weight"]
+    assert torch.equal(model.region_att.weight, fresh["region_att.weight"])
+    assert not model.region_combine.weight.any()
+    text = source_batch([[5, 6, 7]], pad_id=SHAPE.pad_id, device=CPU)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model.eval()(text, torch.tensor([[2, 9]])), pretrained.eval()(text, torch.tensor([[2, 9]]))
+        )
+
+
+def test_parameter_groups_give_the_visual_parts_their_own_learning_rate() -> None:
+    model = RegionalMMT(replace(CONFIG, region_context=True), SHAPE)
+    names = {id(param): name for name, param in model.named_parameters()}
+    plain = parameter_groups(model, TrainConfig(lr=1e-3))
+    assert len(plain) == 1 and len(plain[0]["params"]) == len(names)  # type: ignore[arg-type]
+    others, visual = parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10))
+    assert sorted(names[id(param)] for param in visual["params"]) == [  # type: ignore[attr-defined]
+        "region_att.weight", "region_combine.weight", "region_proj.bias", "region_proj.weight"]  # fmt: skip
+    assert visual["lr"] == pytest.approx(1e-2) and "lr" not in others
+    assert len(others["params"]) + 4 == len(names)  # type: ignore[arg-type]
+    optimizer = torch.optim.Adam(parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10)), lr=1e-3)
+    assert [group["lr"] for group in optimizer.param_groups] == pytest.approx([1e-3, 1e-2])
 
 
 def test_load_pretrained_lists_what_does_not_fit(tmp_path: Path) -> None:
