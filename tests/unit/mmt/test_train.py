@@ -91,15 +91,17 @@ def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
     assert found == [list(example.tgt_ids[:-1]) for example in train]
 
 
-def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path) -> None:
-    """Same source sentence, 4 images: only the visual threads can tell which target word is meant."""
+@pytest.mark.parametrize("region_context", [False, True])
+def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path, region_context: bool) -> None:
+    """Same source sentence, 4 images: only the visual threads (and the region context) can tell which target word
+    is meant."""
     generator = np.random.default_rng(0)
     features = generator.normal(size=(4, 3, SHAPE.region_dim)).astype(np.float32)
     regions = ArrayRegions(
         features, np.array([[True, True, True], [True, True, False], [True] * 3, [True, False, False]])
     )
     train = [Example((7, 8, 9), (10 + row, 20, EOS), image_row=row) for row in range(4)]
-    model = new_model()
+    model = new_model(replace(CONFIG, region_context=region_context))
     result = fit(
         model,
         train,
