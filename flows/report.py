@@ -28,10 +28,10 @@ SAMPLES = 6  # images with their synthesized captions on the page
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
     metrics: str, synthesized: list[str], prepared: str, images: str, out: str, variant_labels: dict[str, str],
-    diversity: str, round_trips: str, translation: str, context: ReportContext,
+    diversity: str, round_trips: str, translation: str, context: ReportContext, runs: list[str],
 ) -> str:  # fmt: skip
     markdown = write_report(metrics, synthesized, prepared, images, out, SAMPLES, variant_labels, diversity,
-                            round_trips, translation, context, artifact_key("retrieval-results"))  # fmt: skip
+                            round_trips, translation, context, artifact_key("retrieval-results"), runs)  # fmt: skip
     print(markdown)
     return markdown
 
@@ -72,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         synthesized = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
         with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
             named(report, args.params)(args.metrics, synthesized, args.prepared, images, str(out), labels,
-                                       args.diversity, args.round_trips, args.translation, context)  # fmt: skip
+                                       args.diversity, args.round_trips, args.translation, context,
+                                       params.retrieval.run_names())  # fmt: skip
 
     run_stage(parser, argv, body)
 

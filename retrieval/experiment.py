@@ -126,6 +126,12 @@ class RetrievalConfig:
             if lang not in self.languages:
                 raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")
 
+    def run_names(self) -> list[str]:
+        """``<model>-<variant>-<role>`` of every run, in the order of the settings (the stages
+        ``train_retrieval@<run>`` and their metrics files ``<run>.json``)."""
+        return [f"{model}-{variant}-{role}"
+                for model in self.models for variant in self.variants for role in self.roles]  # fmt: skip
+
     def role(self, name: str, pivot: str) -> ResolvedRole:
         """The language role ``name`` over concrete codes (``pivot``; ``targets``: the other ``languages``).
 

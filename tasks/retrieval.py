@@ -4,7 +4,7 @@ training, evaluation and the report live in ``retrieval/`` (and the MT systems o
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,17 +159,23 @@ def _pretranslated(path: Path) -> Translate:
 def write_report(
     metrics_dir: str, synthesized: list[str], prepared: str, images: str, out_dir: str, samples: int,
     variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
-    context: ReportContext, key: str,
+    context: ReportContext, key: str, runs: Sequence[str],
 ) -> str:  # fmt: skip
-    """``results.md`` and ``index.html`` from every ``<model>-<variant>-<role>.json`` in ``metrics_dir``, with the
+    """``results.md`` and ``index.html`` from ``<run>.json`` in ``metrics_dir`` for each of ``runs`` that has one (the
+    ``<model>-<variant>-<role>`` runs the params name: files of runs since dropped from them are left out), with the
     caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
     translation systems' ``translation/<system>.json`` (train_mmt's), and ``samples`` train images with a human caption
     and what each system synthesized from it (``synthesized``: synthesize's caption files); variants are shown by
     ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
-    files = sorted(Path(metrics_dir).glob("*.json"))
-    if not files:
-        raise InputError(f"{metrics_dir}: no retrieval metrics files (run the train_retrieval stages first)")
-    results = {path.stem: read_json(path) for path in files}
+    files = [Path(metrics_dir) / f"{run}.json" for run in runs]
+    found = [path for path in files if path.is_file()]
+    if not found:
+        raise InputError(f"{metrics_dir}: no retrieval metrics files of the runs the params name (run the "
+                         f"train_retrieval stages first)")  # fmt: skip
+    if len(found) < len(files):  # a partial grid run by hand: table what is there, say what is not
+        missing = [path.stem for path in files if not path.is_file()]
+        get_run_logger().warning("No metrics yet for %d of %d runs: %s", len(missing), len(files), ", ".join(missing))
+    results = {path.stem: read_json(path) for path in found}
     if not Path(diversity).is_file():
         raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
     lexical = read_json(diversity)

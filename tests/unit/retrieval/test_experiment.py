@@ -869,3 +869,11 @@ def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
     assert lines[2].split("\t")[:6] == ["3", "1", "5e-05", "0.5", "", "410.5"]
     with pytest.raises(ValueError, match="no rows"):
         write_tsv(tmp_path / "e.tsv", [])
+
+
+def test_run_names_are_every_model_variant_and_role_in_the_settings_order() -> None:
+    config = RetrievalConfig(models=("san", "scan"), variants=("none", "mmt_f"), roles=("all", "pivot_only"))
+    assert config.run_names() == [
+        "san-none-all", "san-none-pivot_only", "san-mmt_f-all", "san-mmt_f-pivot_only",
+        "scan-none-all", "scan-none-pivot_only", "scan-mmt_f-all", "scan-mmt_f-pivot_only",
+    ]  # fmt: skip
