@@ -197,6 +197,8 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("mmt.pretrain.lr", 0, r"mmt\.pretrain\.lr: got 0\.0, allowed: 0 < lr < 1"),
         ("mmt.finetune.patience", 0, r"mmt\.finetune\.patience: got 0, allowed: 1 to 1000"),
         ("mmt.model.dropout", 1.0, r"mmt\.model\.dropout: got 1\.0, allowed: 0 <= dropout < 1"),
+        ("mmt.finetune.visual_lr_scale", 0, r"mmt\.finetune\.visual_lr_scale: got 0\.0, allowed: 0 < visual_lr_scale"),
+        ("mmt.model.region_context", "yes", r"mmt\.model\.region_context"),
         ("mmt.text.vocab_size", 10, r"mmt\.text\.vocab_size: got 10, allowed: 50 to 200000"),
         ("mmt.targets", ["ja"], r"mmt\.targets\[0\]: got 'ja', allowed: one of languages\.targets"),
         ("mmt.targets", [], r"retrieval\.variants\[1\]: mt_f adds synthesized captions; mmt\.targets is empty"),
