@@ -318,10 +318,10 @@ def fit(
 
 def parameter_groups(model: RegionalMMT, config: TrainConfig) -> list[dict[str, object]]:
     """Adam's parameter groups: the visual parameters at ``lr * visual_lr_scale``, the others at ``lr`` (one group
-    when the scale is 1, or in text-only training, where the visual parameters get no gradient)."""
-    visual = [param for name, param in model.named_parameters() if name.startswith(VISUAL_PREFIXES)]
-    if config.visual_lr_scale == 1.0 or not visual:
+    when the scale is 1). In text-only training the visual parameters get no gradient, and Adam leaves them be."""
+    if config.visual_lr_scale == 1.0:
         return [{"params": list(model.parameters())}]
+    visual = [param for name, param in model.named_parameters() if name.startswith(VISUAL_PREFIXES)]
     chosen = {id(param) for param in visual}
     others = [param for param in model.parameters() if id(param) not in chosen]
     return [{"params": others}, {"params": visual, "lr": config.lr * config.visual_lr_scale}]
