@@ -24,8 +24,8 @@ PathLike = str | os.PathLike[str]
 # The checkpoints of a system folder, by stem: text-only pre-training and fine-tuning (the system's weights).
 PRETRAIN, FINETUNE = "pretrain", "finetune"
 # Fine-tuning starts the visual part afresh: text-only pre-training never reads the region projection, nor the
-# region context's attention and combination (MMTConfig.region_context).
-VISUAL_PREFIXES = ("region_proj.", "region_att.", "region_combine.")
+# region context's attention and combination (MMTConfig.region_context), nor the word grounding's (word_grounding).
+VISUAL_PREFIXES = ("region_proj.", "region_att.", "region_combine.", "region_ground.", "region_ground_out.")
 # Fields a pre-trained model must share with the model it goes into (dropout, region_dim, max_len may differ).
 MUST_MATCH = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "pad_id", "unk_id", "bos_id", "eos_id")
 _PARTS = ("config", "shape", "state_dict", "extra")

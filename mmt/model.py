@@ -26,6 +26,16 @@ decoder's attention sits on the aligned source word, where the forward LSTM keep
 fine-tuning then memorises the captions through the text faster than it learns to look (README, "The built-in
 dataset": on the built-in world the printed model's translations do not change with the image at all).
 
+Word grounding (``MMTConfig.word_grounding``, off by default): before the Bi-LSTM, every source word also reads
+the regions its embedding points at,
+
+    g_j = sum_k softmax_k (e_j^T W_u z_k) z_k,   x~_j = e_j + W_w g_j,   u_k = [z_k, x~_1..x~_N]
+
+with W_w starting at zero. Why: the region context asks for an object once per generated word, from the decoder's
+state; grounding asks from the source words ("circle" looks at the circles), and the Bi-LSTM carries what they read
+to the words around them ("dark" in "a dark circle"), so the decoder's own attention on the aligned word brings the
+image's answer. On the built-in world it took the contrastive accuracy from 71% to 77-81% (README).
+
 Choices the paper leaves open (nmtpytorch / Luong et al. 2015 conventions unless said otherwise):
 - score(h, s) = h^T W s ("general" bilinear score, Luong 2015), one W for tokens and one for threads; the keys
   W s are computed once per sentence so a decoding step is two batched matrix products.
@@ -65,6 +75,8 @@ class MMTConfig:
         layers: LSTM layers of the encoder and of the decoder.
         region_context: Add the decoder's own attention over the projected regions to Eq. 1 (module docstring);
             False is the paper's model as printed.
+        word_grounding: Add to each source word embedding what it reads from the regions, before the Bi-LSTM
+            (module docstring); False is the paper's model as printed.
     """
 
     emb_dim: int = 256
@@ -72,6 +84,7 @@ class MMTConfig:
     dropout: float = 0.3
     layers: int = 1
     region_context: bool = False
+    word_grounding: bool = False
 
     def __post_init__(self) -> None:
         check_range("emb_dim", self.emb_dim, 4, 4096)
@@ -224,6 +237,10 @@ class RegionalMMT(nn.Module):
             self.region_att = nn.Linear(emb, 3 * hidden, bias=False)  # W_g of b_{ik}, queried with [c_i; h_i]
             self.region_combine = nn.Linear(emb, hidden, bias=False)  # W_v: r_i into Eq. 1
             nn.init.zeros_(self.region_combine.weight)  # no effect until fine-tuning finds a use for the regions
+        if config.word_grounding:
+            self.region_ground = nn.Linear(emb, emb, bias=False)  # W_u of the words' scores e_j^T W_u z_k
+            self.region_ground_out = nn.Linear(emb, emb, bias=False)  # W_w: g_j into the word's embedding
+            nn.init.zeros_(self.region_ground_out.weight)  # the pre-trained encoder's input until fine-tuning
         self.dropout = nn.Dropout(config.dropout)
         banned = torch.zeros(shape.tgt_vocab, dtype=torch.bool)
         banned[[shape.pad_id, shape.bos_id]] = True  # never generated
@@ -258,6 +275,8 @@ class RegionalMMT(nn.Module):
             # nmtpytorch (Caglayan et al. 2018): L2-normalise each region feature before projecting it.
             regions = F.normalize(batch.regions.to(self.region_proj.weight.dtype), dim=-1)
             visual = self.dropout(self.region_proj(regions))  # (B, K, E)
+            if self.config.word_grounding:
+                words = words + self.region_ground_out(self.ground_words(words, visual, thread_mask))
             count = thread_mask.size(1)
             text = words[:, None].expand(-1, count, -1, -1)  # (B, K, N, E)
             threads = torch.cat([visual[:, :, None].to(text.dtype), text], dim=2)  # (B, K, N+1, E)
@@ -269,6 +288,22 @@ class RegionalMMT(nn.Module):
             return encoded
         regions = visual.to(states.dtype) * thread_mask[..., None].to(states.dtype)  # (B, K, E) z_k, zeros in padding
         return dataclasses.replace(encoded, regions=regions, region_keys=self.region_att(regions))
+
+    def ground_words(self, words: torch.Tensor, visual: torch.Tensor, thread_mask: torch.Tensor) -> torch.Tensor:
+        """g_j = sum_k softmax_k (e_j^T W_u z_k) z_k over the valid regions.
+
+        Args:
+            words: (B, N, E) source word embeddings e_j.
+            visual: (B, K, E) projected regions z_k.
+            thread_mask: (B, K) valid regions.
+
+        Returns:
+            (B, N, E) what each word reads from the regions (padded words read too; the Bi-LSTM never sees them).
+        """
+        scores = torch.bmm(self.region_ground(words), visual.to(words.dtype).transpose(1, 2))  # (B, N, K)
+        scores = scores.masked_fill(~thread_mask[:, None, :], float("-inf"))
+        weights = torch.softmax(_at_least_float32(scores), dim=-1).to(words.dtype)
+        return torch.bmm(weights, visual.to(words.dtype))
 
     def _run_threads(self, threads: torch.Tensor, lengths: torch.Tensor, thread_mask: torch.Tensor) -> torch.Tensor:
         """(B, K, T, 2H) Bi-LSTM states of the valid threads (packed: padding never enters), zeros elsewhere."""

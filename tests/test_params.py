@@ -199,6 +199,7 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("mmt.model.dropout", 1.0, r"mmt\.model\.dropout: got 1\.0, allowed: 0 <= dropout < 1"),
         ("mmt.finetune.visual_lr_scale", 0, r"mmt\.finetune\.visual_lr_scale: got 0\.0, allowed: 0 < visual_lr_scale"),
         ("mmt.model.region_context", "yes", r"mmt\.model\.region_context"),
+        ("mmt.model.word_grounding", "yes", r"mmt\.model\.word_grounding"),
         ("mmt.text.vocab_size", 10, r"mmt\.text\.vocab_size: got 10, allowed: 50 to 200000"),
         ("mmt.targets", ["ja"], r"mmt\.targets\[0\]: got 'ja', allowed: one of languages\.targets"),
         ("mmt.targets", [], r"retrieval\.variants\[1\]: mt_f adds synthesized captions; mmt\.targets is empty"),

@@ -48,7 +48,14 @@ def reference_logits(
     if regions is None:
         threads = [words]
     else:
-        threads = [torch.cat([model.region_proj(F.normalize(v, dim=0))[None], words]) for v in regions]
+        z = [model.region_proj(F.normalize(v, dim=0)) for v in regions]
+        if model.config.word_grounding:  # x~_j = e_j + W_w sum_k softmax_k(e_j^T W_u z_k) z_k, word by word
+            grounded = []
+            for e in words:
+                weights = torch.softmax(torch.stack([model.region_ground(e) @ zk for zk in z]), dim=0)
+                grounded.append(e + model.region_ground_out(sum(w * zk for w, zk in zip(weights, z, strict=True))))
+            words = torch.stack(grounded)
+        threads = [torch.cat([zk[None], words]) for zk in z]
     states = [model.encoder(thread[None])[0][0] for thread in threads]  # K x (T, 2H)
     projected = [thread[0] for thread in threads] if regions is not None else []  # z_k, the visual tokens
     last = torch.stack([torch.cat([s[-1, :hidden], s[0, hidden:]]) for s in states]).mean(dim=0)  # (2H,)
@@ -104,23 +111,30 @@ def test_shapes_of_encoder_attention_and_logits() -> None:
 
 
 def with_live_region_context(model: RegionalMMT) -> RegionalMMT:
-    """W_v starts at zero (the region context then adds nothing): give it weights so that tests can see it."""
+    """W_v and W_w start at zero (the region context and the word grounding then add nothing): give them weights so
+    that tests can see them."""
     with torch.no_grad():
-        model.region_combine.weight.copy_(torch.randn(model.region_combine.weight.shape) * 0.5)
+        for name in ("region_combine", "region_ground_out"):
+            if hasattr(model, name):
+                weight = getattr(model, name).weight
+                weight.copy_(torch.randn(weight.shape) * 0.5)
     return model
 
 
-@pytest.mark.parametrize(("layers", "region_context"), [(1, False), (2, False), (1, True), (2, True)])
+@pytest.mark.parametrize(
+    ("layers", "region_context", "word_grounding"),
+    [(1, False, False), (2, False, False), (1, True, False), (2, True, False), (1, False, True), (2, True, True)],
+)
 @pytest.mark.parametrize("with_regions", [False, True])
 def test_batched_model_matches_the_equations_written_thread_by_thread(
-    layers: int, region_context: bool, with_regions: bool
+    layers: int, region_context: bool, word_grounding: bool, with_regions: bool
 ) -> None:
     """Text-only = ONE thread without visual token; regional = K threads [v_k, x]; padding of both is masked; the
-    region context adds W_v sum_k b_ik z_k to Eq. 1 (with regions only)."""
-    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers, region_context=region_context)
+    region context adds W_v sum_k b_ik z_k to Eq. 1 and the word grounding W_w g_j to each word (with regions only)."""
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers, region_context=region_context,
+                       word_grounding=word_grounding)  # fmt: skip
     model = tiny_model(config, seed=4)
-    if region_context:
-        with_live_region_context(model)
+    with_live_region_context(model)
     src = random_sentences(4, vocab=SHAPE.src_vocab, seed=5)
     targets = teacher_inputs(4, seed=6)
     valid = [3, 1, 6, 4]
@@ -167,11 +181,10 @@ def _row(batch: SourceBatch, row: int, length: int) -> SourceBatch:
     )
 
 
-@pytest.mark.parametrize("region_context", [False, True])
-def test_padded_regions_do_not_change_outputs(region_context: bool) -> None:
-    model = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=region_context))
-    if region_context:
-        with_live_region_context(model)
+@pytest.mark.parametrize(("region_context", "word_grounding"), [(False, False), (True, False), (False, True)])
+def test_padded_regions_do_not_change_outputs(region_context: bool, word_grounding: bool) -> None:
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=region_context, word_grounding=word_grounding)
+    model = with_live_region_context(tiny_model(config))
     src = random_sentences(2, vocab=SHAPE.src_vocab, seed=11)
     features, _ = random_regions([3, 3], max_regions=3, dim=SHAPE.region_dim, seed=12)
     tgt_in = padded_targets(teacher_inputs(2, seed=13))
@@ -250,6 +263,25 @@ def test_region_context_starts_as_the_printed_model_and_its_weights_sum_to_one()
     torch.testing.assert_close(weights.sum(dim=-1), torch.ones(2, 4))
     assert torch.all(weights[1, :, 1:] == 0) and torch.all(weights[0] > 0)
     assert extended.encode(source_batch(src, pad_id=0, device=CPU)).regions is None  # text-only: no region context
+
+
+def test_word_grounding_starts_as_the_model_without_it_and_reads_the_regions_its_words_point_at() -> None:
+    """With W_w at its initial zero the encoder reads the plain embeddings; g_j is a convex mix of the valid z_k."""
+    plain = tiny_model(seed=34)
+    grounded = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, word_grounding=True), seed=34)
+    grounded.load_state_dict(plain.state_dict(), strict=False)
+    assert not grounded.region_ground_out.weight.any()
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=35)
+    features, mask = random_regions([3, 1], max_regions=3, dim=SHAPE.region_dim, seed=36)
+    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
+    tgt_in = padded_targets(teacher_inputs(2, seed=37))
+    with torch.no_grad():
+        torch.testing.assert_close(grounded(batch, tgt_in), plain(batch, tgt_in))
+        z = grounded.region_proj(F.normalize(features, dim=-1))  # (B, K, E)
+        read = grounded.ground_words(grounded.src_embedding(batch.src), z, mask)  # (B, N, E)
+    torch.testing.assert_close(read[1], z[1, 0].expand_as(read[1]))  # one valid region: every word reads it
+    scores = grounded.region_ground(grounded.src_embedding(batch.src[0])) @ z[0].T  # (N, K)
+    torch.testing.assert_close(read[0], torch.softmax(scores, dim=-1) @ z[0])
 
 
 def test_float16_regions_are_accepted() -> None:

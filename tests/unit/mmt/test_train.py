@@ -91,8 +91,10 @@ def test_a_tiny_model_overfits_eight_pairs(tmp_path: Path) -> None:
     assert found == [list(example.tgt_ids[:-1]) for example in train]
 
 
-@pytest.mark.parametrize("region_context", [False, True])
-def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path, region_context: bool) -> None:
+@pytest.mark.parametrize(("region_context", "word_grounding"), [(False, False), (True, False), (True, True)])
+def test_regions_decide_the_translation_when_the_source_does_not(
+    tmp_path: Path, region_context: bool, word_grounding: bool
+) -> None:
     """Same source sentence, 4 images: only the visual threads (and the region context) can tell which target word
     is meant."""
     generator = np.random.default_rng(0)
@@ -101,7 +103,7 @@ def test_regions_decide_the_translation_when_the_source_does_not(tmp_path: Path,
         features, np.array([[True, True, True], [True, True, False], [True] * 3, [True, False, False]])
     )
     train = [Example((7, 8, 9), (10 + row, 20, EOS), image_row=row) for row in range(4)]
-    model = new_model(replace(CONFIG, region_context=region_context))
+    model = new_model(replace(CONFIG, region_context=region_context, word_grounding=word_grounding))
     result = fit(
         model,
         train,
@@ -274,18 +276,21 @@ def test_load_pretrained_copies_all_but_the_visual_projection(tmp_path: Path) ->
     assert projected == pytest.approx(float(embedding), rel=0.1)
 
 
-def test_load_pretrained_starts_the_region_context_afresh(tmp_path: Path) -> None:
-    """A text-only pre-trained model (either config) goes into a model with the region context: the context's
-    attention and its zero W_v stay as initialised, so the fine-tuning starts from the pre-trained outputs."""
+def test_load_pretrained_starts_the_region_context_and_the_word_grounding_afresh(tmp_path: Path) -> None:
+    """A text-only pre-trained model (either config) goes into a model with the region context and the word
+    grounding: their attentions and their zero W_v and W_w stay as initialised, so the fine-tuning starts from the
+    pre-trained outputs."""
     pretrained = new_model(seed=1)
     save_mmt(tmp_path / "pretrain", pretrained, extra={})
     torch.manual_seed(2)
-    model = RegionalMMT(replace(CONFIG, region_context=True), SHAPE)
+    model = RegionalMMT(replace(CONFIG, region_context=True, word_grounding=True), SHAPE)
     fresh = copy.deepcopy(model.state_dict())
     skipped = load_pretrained_into(model, tmp_path / "pretrain")
-    assert skipped == ["region_att.weight", "region_combine.weight", "region_proj.bias", "region_proj.weight"]
+    assert skipped == ["region_att.weight", "region_combine.weight", "region_ground.weight",
+                       "region_ground_out.weight", "region_proj.bias", "region_proj.weight"]  # fmt: skip
     assert torch.equal(model.region_att.weight, fresh["region_att.weight"])
-    assert not model.region_combine.weight.any()
+    assert torch.equal(model.region_ground.weight, fresh["region_ground.weight"])
+    assert not model.region_combine.weight.any() and not model.region_ground_out.weight.any()
     text = source_batch([[5, 6, 7]], pad_id=SHAPE.pad_id, device=CPU)
     with torch.no_grad():
         torch.testing.assert_close(
@@ -294,15 +299,16 @@ def test_load_pretrained_starts_the_region_context_afresh(tmp_path: Path) -> Non
 
 
 def test_parameter_groups_give_the_visual_parts_their_own_learning_rate() -> None:
-    model = RegionalMMT(replace(CONFIG, region_context=True), SHAPE)
+    model = RegionalMMT(replace(CONFIG, region_context=True, word_grounding=True), SHAPE)
     names = {id(param): name for name, param in model.named_parameters()}
     plain = parameter_groups(model, TrainConfig(lr=1e-3))
     assert len(plain) == 1 and len(plain[0]["params"]) == len(names)  # type: ignore[arg-type]
     others, visual = parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10))
     assert sorted(names[id(param)] for param in visual["params"]) == [  # type: ignore[attr-defined]
-        "region_att.weight", "region_combine.weight", "region_proj.bias", "region_proj.weight"]  # fmt: skip
+        "region_att.weight", "region_combine.weight", "region_ground.weight", "region_ground_out.weight",
+        "region_proj.bias", "region_proj.weight"]  # fmt: skip
     assert visual["lr"] == pytest.approx(1e-2) and "lr" not in others
-    assert len(others["params"]) + 4 == len(names)  # type: ignore[arg-type]
+    assert len(others["params"]) + 6 == len(names)  # type: ignore[arg-type]
     optimizer = torch.optim.Adam(parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10)), lr=1e-3)
     assert [group["lr"] for group in optimizer.param_groups] == pytest.approx([1e-3, 1e-2])
 
