@@ -44,10 +44,14 @@ class FlickrLikeConfig:
     Attributes:
         splits: Images per split; all 0 (the default) writes no second corpus.
         captions_per_image: Independent pivot-language captions per image (Flickr30K has 5).
+        own_style: Its annotators are not the first corpus's (as MS-COCO's are not Multi30K's): they never say a
+            slot's most common wording where there is another ("large", never "big"). False: the same annotators
+            (Flickr30K is where Multi30K's images and English captions come from).
     """
 
     splits: SplitCounts = field(default_factory=lambda: SplitCounts(0, 0, 0))
     captions_per_image: int = 5
+    own_style: bool = False
 
     @property
     def enabled(self) -> bool:

@@ -116,11 +116,14 @@ class _Run:
     seed: int
     languages: Languages
 
-    def wording(self, rng: random.Random, lang: str, register: Register = "caption") -> Wording:
+    def wording(
+        self, rng: random.Random, lang: str, register: Register = "caption", *, own_style: bool = False
+    ) -> Wording:
         """The word choices of one sentence in ``lang``; the pivot says vague mentions vaguely."""
         seed = int(rng.random() * 2**53)
         underspecify = register == "caption" and lang == self.languages.pivot
-        return Wording(seed, register=register, paraphrase=self.config.paraphrase, underspecify=underspecify)
+        return Wording(seed, register=register, paraphrase=self.config.paraphrase, underspecify=underspecify,
+                       own_style=own_style)  # fmt: skip
 
 
 @dataclass
@@ -274,16 +277,18 @@ def _translation_meaning(run: _Run, rng: random.Random, scene: Scene) -> tuple[M
 
 
 def _human_caption(
-    run: _Run, rng: random.Random, noise_rng: random.Random, scene: Scene, lang: str, tally: _Tally
-) -> str:
-    """One comparable caption: sampled meaning, vague in the pivot as in task 1, worded, maybe with a mistake.
+    run: _Run, rng: random.Random, noise_rng: random.Random, scene: Scene, lang: str, tally: _Tally,
+    *, own_style: bool = False,
+) -> str:  # fmt: skip
+    """One comparable caption: sampled meaning, vague in the pivot as in task 1, worded (by the annotators of another
+    corpus with ``own_style``), maybe with a mistake.
 
     Mistakes draw from ``noise_rng`` only, so the captions without one do not depend on the noise shares.
     """
     meaning = caption_meaning(rng, scene)
     if lang == run.languages.pivot:
         meaning = underspecify(rng, scene, meaning, run.config.underspecified)
-    wording = run.wording(rng, lang)
+    wording = run.wording(rng, lang, own_style=own_style)
     kind: NoiseKind | None = draw_noise(noise_rng, run.config.noise)
     if kind == "wrong_colour" or kind == "missed_object":
         mistaken = (wrong_colour if kind == "wrong_colour" else missed_object)(noise_rng, meaning)
@@ -364,7 +369,8 @@ def _write_flickr(
 
 
 def _flickr_captions(run: _Run, images: Sequence[_Image], tally: _Tally) -> list[list[str]]:
-    """``captions_per_image`` independent pivot captions per image, sampled like the task 2 captions.
+    """``captions_per_image`` independent pivot captions per image, sampled like the task 2 captions (worded in
+    the corpus's own style with ``flickr.own_style``).
 
     Caption n of every image comes from stream n, so raising ``captions_per_image`` keeps the earlier ones.
     """
@@ -373,7 +379,8 @@ def _flickr_captions(run: _Run, images: Sequence[_Image], tally: _Tally) -> list
     for n in range(1, run.config.flickr.captions_per_image + 1):
         rng, noise_rng = stream(run.seed, FLICKR_FOLDER, "captions", n), stream(run.seed, FLICKR_FOLDER, "noise", n)
         for texts, image in zip(per_image, images, strict=True):
-            texts.append(_human_caption(run, rng, noise_rng, image.scene, pivot, tally))
+            texts.append(_human_caption(run, rng, noise_rng, image.scene, pivot, tally,
+                                        own_style=run.config.flickr.own_style))  # fmt: skip
     return per_image
 
 

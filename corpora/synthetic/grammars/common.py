@@ -38,11 +38,15 @@ class Wording:
         register: which weights apply.
         paraphrase: multiplies the weight of every choice but the first (0: always the first).
         underspecify: realise a vague mention by its cover term ("a dark circle"), as the pivot language does.
+        own_style: word as annotators of another corpus do: a slot's most common choice is never said where the
+            register offers another, and the others keep their order ("large", never "big"; "the image shows",
+            never "the picture shows"); with a seed only.
     """
 
     def __init__(self, seed: int | None = None, *, register: Register = "caption", paraphrase: float = 1.0,
-                 underspecify: bool = False) -> None:  # fmt: skip
+                 underspecify: bool = False, own_style: bool = False) -> None:  # fmt: skip
         self.seed, self.register, self.paraphrase, self.underspecify = seed, register, paraphrase, underspecify
+        self.own_style = own_style
         self._rng = None if seed is None else random.Random(seed)
 
     def choose(self, choices: Sequence[Choice]) -> str:
@@ -50,6 +54,9 @@ class Wording:
         if self._rng is None:
             return choices[0].word
         draw = self._rng.random()
+        if self.own_style:
+            others = [choice for choice in choices[1:] if self._register_weight(choice) > 0]
+            choices = others or choices
         weights = [self._weight(index, choice) for index, choice in enumerate(choices)]
         target = draw * sum(weights)
         for choice, weight in zip(choices, weights, strict=True):
@@ -65,10 +72,14 @@ class Wording:
 
     def again(self) -> Wording:
         """A fresh wording with the same settings that will take the same choices from the start."""
-        return Wording(self.seed, register=self.register, paraphrase=self.paraphrase, underspecify=self.underspecify)
+        return Wording(self.seed, register=self.register, paraphrase=self.paraphrase, underspecify=self.underspecify,
+                       own_style=self.own_style)  # fmt: skip
+
+    def _register_weight(self, choice: Choice) -> float:
+        return choice.caption if self.register == "caption" else choice.parallel
 
     def _weight(self, index: int, choice: Choice) -> float:
-        weight = choice.caption if self.register == "caption" else choice.parallel
+        weight = self._register_weight(choice)
         return weight if index == 0 else weight * self.paraphrase
 
 

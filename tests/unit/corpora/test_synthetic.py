@@ -437,6 +437,31 @@ def test_second_corpus_objects_and_captions_describe_its_own_images(flickr, flic
     assert sum(count >= 2 for count in distinct) >= 8  # independent descriptions, not one repeated
 
 
+def test_second_corpus_in_its_own_style_avoids_the_first_corpus_most_common_words(flickr, tmp_path: Path) -> None:
+    """Annotators of another corpus (generate.flickr.own_style): none of the first choices that have a caption
+    alternative ("big", "picture", "next to"...), captions still true of their images, the first corpus unchanged."""
+    styled = dataclasses.replace(WITH_FLICKR, flickr=dataclasses.replace(WITH_FLICKR.flickr, own_style=True))
+    generate(styled, tmp_path / "styled", seed=SEED, languages=LANGUAGES)
+    data = json.loads((tmp_path / "styled" / "flickr" / "dataset_flickr30k.json").read_text(encoding="utf-8"))
+    objects: dict[str, list[dict]] = {}
+    for row in pq.read_table(tmp_path / "styled" / "flickr" / "objects.parquet").to_pylist():
+        objects.setdefault(row["image_id"], []).append(row)
+    texts = []
+    for entry in data["images"]:
+        for sentence in entry["sentences"]:
+            _check_caption(sentence["raw"], objects[entry["filename"].removesuffix(".png")], WITH_FLICKR.image_size)
+            texts.append(sentence["raw"].lower())
+    said = " ".join(texts)
+    assert not re.search(r"\b(big|small|picture|ellipse|next to|above|below|purple)\b", said)
+    assert re.search(r"\b(large|little)\b", said) and re.search(r"\b(image|drawing)\b", said)
+    plain = json.loads((flickr[0] / "flickr" / "dataset_flickr30k.json").read_text(encoding="utf-8"))
+    assert re.search(r"\b(big|small|picture)\b", " ".join(s["raw"] for e in plain["images"] for s in e["sentences"]))
+    first = {name: digest for name, digest in _digests(tmp_path / "styled").items() if not name.startswith("flickr/")}
+    original = {name: digest for name, digest in _digests(flickr[0]).items() if not name.startswith("flickr/")}
+    del first["meta.json"], original["meta.json"]
+    assert first == original
+
+
 def test_second_corpus_captions_are_in_the_pivot_language(tmp_path: Path) -> None:
     config = SyntheticConfig(image_size=96, splits=SplitCounts(1, 0, 0), parallel_pairs=SplitCounts(0, 0, 0),
                              flickr=FlickrLikeConfig(SplitCounts(3, 0, 0)))  # fmt: skip
@@ -477,7 +502,7 @@ def test_second_corpus_counts_in_summary_rows_and_meta(flickr) -> None:
     meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
     assert meta["counts"]["flickr"] == {"images": FLICKR_SPLITS, "objects": summary.flickr_objects,
                                         "captions": {"en": 33}}  # fmt: skip
-    assert meta["config"]["flickr"] == {"splits": FLICKR_SPLITS, "captions_per_image": 3}
+    assert meta["config"]["flickr"] == {"splits": FLICKR_SPLITS, "captions_per_image": 3, "own_style": False}
 
 
 def test_progress_counts_the_images_of_both_corpora(tmp_path: Path) -> None:

@@ -146,6 +146,23 @@ def test_wording_takes_the_same_choices_again_and_the_first_choice_without_a_see
     }
 
 
+def test_an_own_style_never_says_the_most_common_wording_where_the_register_offers_another() -> None:
+    """Another corpus's annotators: "large", never "big"; a slot without another caption word keeps its word; the
+    remaining choices keep their order and weights; ``again`` takes the same choices."""
+    styled = Wording(11, own_style=True)
+    assert {styled.choose(words("big", ("large", 0.35))) for _ in range(50)} == {"large"}
+    assert {styled.choose(words("diamond", ("rhombus", 0.0, 0.5))) for _ in range(20)} == {"diamond"}
+    assert {styled.choose(words("there")) for _ in range(5)} == {"there"}
+    slot = words("a picture of", ("an image of", 0.4), ("a drawing of", 0.2))
+    draws = [Wording(seed, own_style=True).choose(slot) for seed in range(3000)]
+    assert set(draws) == {"an image of", "a drawing of"}
+    assert draws.count("a drawing of") / len(draws) == pytest.approx(0.2 / 0.6, abs=0.03)  # 0.2 against 0.4
+    styled = Wording(4, own_style=True)
+    first = [styled.choose(slot) for _ in range(30)]
+    again = styled.again()
+    assert again.own_style and [again.choose(slot) for _ in range(30)] == first
+
+
 def test_synonym_frequencies_follow_their_weights(world) -> None:
     root, _ = world
     texts = [line for n in range(1, 6) for line in read_lines(root / "task2" / "raw" / f"train.{n}.en.gz")]
