@@ -50,8 +50,10 @@ def tokenized(texts: Sequence[str], lang: str) -> list[list[str]]:
 
 
 def round_trip_changes(sources: pa.Table, hops: Sequence[pa.Table]) -> dict[str, dict[str, float | int]]:
-    """For every hop from 2 on (``hops[0]`` is hop 1): how many captions it has and the share that differ from
-    the caption two hops up their ``parent_id`` chain, in the same language (for hop 2: the human source)."""
+    """For every hop from 2 on (``hops[0]`` is hop 1): how many captions it has (``captions``), the share that differ
+    from the caption two hops up their ``parent_id`` chain, in the same language (``changed``; for hop 2: the human
+    source), its distinct tokens (``token_types``) and how many of them no caption two hops up has (``new_types``:
+    for hop 2, the words the round trip brought that the human captions it started from never use)."""
     text_of: dict[str, str] = {}
     parent_of: dict[str, str] = {}
     for table in (sources, *hops):
@@ -66,7 +68,14 @@ def round_trip_changes(sources: pa.Table, hops: Sequence[pa.Table]) -> dict[str,
         ids, langs = table.column("caption_id").to_pylist(), set(table.column("lang").to_pylist())
         if len(langs) != 1:
             raise ValueError(f"hop {hop}: captions in several languages {sorted(langs)}")
-        before = [text_of[parent_of[parent_of[caption_id]]] for caption_id in ids]
-        after = table.column("text").to_pylist()
-        changes[f"hop{hop}"] = {"captions": len(ids), "changed": changed_share(before, after, langs.pop())}
+        lang = langs.pop()
+        before = tokenized([text_of[parent_of[parent_of[caption_id]]] for caption_id in ids], lang)
+        after = tokenized(table.column("text").to_pylist(), lang)
+        types, known = set().union(*after), set().union(*before)
+        changes[f"hop{hop}"] = {
+            "captions": len(ids),
+            "changed": sum(old != new for old, new in zip(before, after, strict=True)) / len(ids),
+            "token_types": len(types),
+            "new_types": len(types - known),
+        }
     return changes

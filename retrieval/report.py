@@ -159,7 +159,8 @@ def diversity_markdown(
 
     Args:
         diversity: ``augment``'s metrics: variant -> {"token_types": {lang: n}, "bigrams": {lang: n}}.
-        round_trips: Target language -> ``synthesize``'s metrics: system -> hop -> {"captions", "changed"}.
+        round_trips: Target language -> ``synthesize``'s metrics: system -> hop -> {"captions", "changed",
+            "token_types", "new_types"} (the last two absent in metrics from before they were recorded).
         variant_labels: Variant name -> how the tables show it, in the order of their rows.
     """
     lines: list[str] = []
@@ -177,10 +178,12 @@ def diversity_markdown(
             for system, hops in sorted(systems.items()) for hop, numbers in sorted(hops.items())]  # fmt: skip
     if rows:
         lines += ["## Round trips that changed their source", "",
-                  "| target | system | hop | captions | changed (%) |", "|---|---|---|---|---|"]  # fmt: skip
+                  "| target | system | hop | captions | changed (%) | token types | new token types |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
         for target, system, hop, numbers in rows:
             lines.append(f"| {target} | {system} | {hop.removeprefix('hop')} | {numbers['captions']} | "
-                         f"{100 * numbers['changed']:.1f} |")  # fmt: skip
+                         f"{100 * numbers['changed']:.1f} | {numbers.get('token_types', '-')} | "
+                         f"{numbers.get('new_types', '-')} |")  # fmt: skip
         lines.append("")
     return lines
 

@@ -72,14 +72,19 @@ def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() ->
         "mmt_f": {"token_types": {"en": 10, "de": 12}, "bigrams": {"en": 20, "de": 25}},
         "none": {"token_types": {"en": 10}, "bigrams": {"en": 18}},
     }
-    round_trips = {"de": {"mt": {"hop2": {"captions": 40, "changed": 0.125}}}}
+    round_trips = {
+        "de": {
+            "mt": {"hop2": {"captions": 40, "changed": 0.125}},  # metrics from before types were recorded
+            "mmt": {"hop2": {"captions": 40, "changed": 0.5, "token_types": 30, "new_types": 2}},
+        }
+    }
     lines = diversity_markdown(diversity, round_trips, LABELS)
     assert lines[lines.index("| variant | language | token types | bigrams |") + 2 :][:3] == [
         "| - | en | 10 | 18 |",
         "| MMT(f) | de | 12 | 25 |",
         "| MMT(f) | en | 10 | 20 |",
     ]
-    assert "| de | mt | 2 | 40 | 12.5 |" in lines
+    assert "| de | mt | 2 | 40 | 12.5 | - | - |" in lines and "| de | mmt | 2 | 40 | 50.0 | 30 | 2 |" in lines
     page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
     assert "<h2>Caption diversity (train split)</h2>" in page and "<td>12.5</td>" in page
     assert diversity_markdown({}, {}, LABELS) == []
