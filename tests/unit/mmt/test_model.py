@@ -246,37 +246,44 @@ def test_regions_matter_and_are_l2_normalised() -> None:
     assert (text - base).abs().max() > 1e-3
 
 
+def extended_from_printed(
+    config: MMTConfig, *, seed: int
+) -> tuple[RegionalMMT, SourceBatch, torch.Tensor, torch.Tensor]:
+    """A model with an extension (``config``) holding a printed model's weights, after checking that it computes what
+    the printed one does while the extension's output weights are at their initial zero; with a batch of two
+    sentences (3 and 1 valid regions), its (B, K, D) features and (B, K) mask."""
+    printed = tiny_model(seed=seed)
+    extended = tiny_model(config, seed=seed)
+    extended.load_state_dict(printed.state_dict(), strict=False)
+    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=seed + 1)
+    features, mask = random_regions([3, 1], max_regions=3, dim=SHAPE.region_dim, seed=seed + 2)
+    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
+    tgt_in = padded_targets(teacher_inputs(2, seed=seed + 3))
+    with torch.no_grad():
+        torch.testing.assert_close(extended(batch, tgt_in), printed(batch, tgt_in))
+    return extended, batch, features, mask
+
+
 def test_region_context_starts_as_the_printed_model_and_its_weights_sum_to_one() -> None:
     """With W_v at its initial zero the model computes Eq. 1 as printed (a fine-tuning starts from the pre-trained
     behaviour); b_ik sums to one over the valid regions and is zero on padded ones."""
-    printed = tiny_model(seed=30)
-    extended = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=True), seed=30)
-    extended.load_state_dict(printed.state_dict(), strict=False)
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, region_context=True)
+    extended, batch, _, _ = extended_from_printed(config, seed=30)
     assert not extended.region_combine.weight.any()
-    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=31)
-    features, mask = random_regions([3, 1], max_regions=3, dim=SHAPE.region_dim, seed=32)
-    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
-    tgt_in = padded_targets(teacher_inputs(2, seed=33))
     with torch.no_grad():
-        torch.testing.assert_close(extended(batch, tgt_in), printed(batch, tgt_in))
         _, weights = extended.attend_regions(extended.encode(batch), torch.randn(2, 4, 3 * TINY.hidden))
     torch.testing.assert_close(weights.sum(dim=-1), torch.ones(2, 4))
     assert torch.all(weights[1, :, 1:] == 0) and torch.all(weights[0] > 0)
-    assert extended.encode(source_batch(src, pad_id=0, device=CPU)).regions is None  # text-only: no region context
+    text_only = SourceBatch(batch.src, None, None)
+    assert extended.encode(text_only).regions is None  # text-only: no region context
 
 
 def test_word_grounding_starts_as_the_model_without_it_and_reads_the_regions_its_words_point_at() -> None:
     """With W_w at its initial zero the encoder reads the plain embeddings; g_j is a convex mix of the valid z_k."""
-    plain = tiny_model(seed=34)
-    grounded = tiny_model(MMTConfig(emb_dim=16, hidden=24, dropout=0.0, word_grounding=True), seed=34)
-    grounded.load_state_dict(plain.state_dict(), strict=False)
+    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, word_grounding=True)
+    grounded, batch, features, mask = extended_from_printed(config, seed=34)
     assert not grounded.region_ground_out.weight.any()
-    src = random_sentences(2, vocab=SHAPE.src_vocab, seed=35)
-    features, mask = random_regions([3, 1], max_regions=3, dim=SHAPE.region_dim, seed=36)
-    batch = source_batch(src, pad_id=0, device=CPU, regions=features, region_mask=mask)
-    tgt_in = padded_targets(teacher_inputs(2, seed=37))
     with torch.no_grad():
-        torch.testing.assert_close(grounded(batch, tgt_in), plain(batch, tgt_in))
         z = grounded.region_proj(F.normalize(features, dim=-1))  # (B, K, E)
         read = grounded.ground_words(grounded.src_embedding(batch.src), z, mask)  # (B, N, E)
     torch.testing.assert_close(read[1], z[1, 0].expand_as(read[1]))  # one valid region: every word reads it
