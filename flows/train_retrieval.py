@@ -21,7 +21,7 @@ from corpora.io import InputError, atomic_dir
 from corpora.languages import Languages
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser
-from retrieval.experiment import RetrievalConfig, replicate_seeds
+from retrieval.experiment import RetrievalConfig, replicate_seeds, run_name
 from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
 from settings.runtime import Runtime
@@ -39,7 +39,7 @@ def train_retrieval(
     captions = str(Path(augmented) / variant / "captions.parquet")
     seeds = replicate_seeds(base_seed, config.replicates)
     runs, history = [], []
-    run = f"{model}-{variant}-{role}"
+    run = run_name(model, variant, role)
     for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
         model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
         summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,

@@ -37,10 +37,12 @@ def changed_share(sources: Sequence[str], results: Sequence[str], lang: str) -> 
     """The share of ``results[i]`` whose tokens differ from those of ``sources[i]`` (both in ``lang``)."""
     if len(sources) != len(results):
         raise ValueError(f"{len(sources)} sources but {len(results)} results")
-    if not sources:
-        return 0.0
-    pairs = zip(tokenized(sources, lang), tokenized(results, lang), strict=True)
-    return sum(before != after for before, after in pairs) / len(sources)
+    return _changed(tokenized(sources, lang), tokenized(results, lang))
+
+
+def _changed(before: Sequence[list[str]], after: Sequence[list[str]]) -> float:
+    """The share of token lists that differ pairwise (0 for none)."""
+    return sum(old != new for old, new in zip(before, after, strict=True)) / len(before) if before else 0.0
 
 
 def tokenized(texts: Sequence[str], lang: str) -> list[list[str]]:
@@ -74,7 +76,7 @@ def round_trip_changes(sources: pa.Table, hops: Sequence[pa.Table]) -> dict[str,
         types, known = set().union(*after), set().union(*before)
         changes[f"hop{hop}"] = {
             "captions": len(ids),
-            "changed": sum(old != new for old, new in zip(before, after, strict=True)) / len(ids),
+            "changed": _changed(before, after),
             "token_types": len(types),
             "new_types": len(types - known),
         }

@@ -300,10 +300,9 @@ class RegionalMMT(nn.Module):
         Returns:
             (B, N, E) what each word reads from the regions (padded words read too; the Bi-LSTM never sees them).
         """
-        scores = torch.bmm(self.region_ground(words), visual.to(words.dtype).transpose(1, 2))  # (B, N, K)
-        scores = scores.masked_fill(~thread_mask[:, None, :], float("-inf"))
-        weights = torch.softmax(_at_least_float32(scores), dim=-1).to(words.dtype)
-        return torch.bmm(weights, visual.to(words.dtype))
+        visual = visual.to(words.dtype)
+        read, _ = _read_regions(torch.bmm(self.region_ground(words), visual.transpose(1, 2)), thread_mask, visual)
+        return read
 
     def _run_threads(self, threads: torch.Tensor, lengths: torch.Tensor, thread_mask: torch.Tensor) -> torch.Tensor:
         """(B, K, T, 2H) Bi-LSTM states of the valid threads (packed: padding never enters), zeros elsewhere."""
@@ -379,9 +378,7 @@ class RegionalMMT(nn.Module):
         if encoded.regions is None or encoded.region_keys is None:
             raise ValueError("attend_regions needs regions encoded with MMTConfig.region_context")
         scores = torch.bmm(query, encoded.region_keys.transpose(1, 2))  # (B, R, K)
-        scores = scores.masked_fill(~encoded.thread_mask[:, None, :], float("-inf"))
-        weights = torch.softmax(_at_least_float32(scores), dim=-1).to(query.dtype)
-        return torch.bmm(weights, encoded.regions.to(query.dtype)), weights
+        return _read_regions(scores, encoded.thread_mask, encoded.regions.to(query.dtype))
 
     def initial_state(self, encoded: Encoded, rows_per_sentence: int = 1) -> DecoderState:
         """Decoder state before the first target token, repeated ``rows_per_sentence`` times per sentence."""
@@ -452,6 +449,16 @@ class RegionalMMT(nn.Module):
             step_logits, state = self.step(encoded, tgt_in[:, position], state)
             logits.append(step_logits)
         return torch.stack(logits, dim=1)  # (B, M, V)
+
+
+def _read_regions(
+    scores: torch.Tensor, region_mask: torch.Tensor, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, Q, E) what Q queries read from the regions and (B, Q, K) their weights: the softmax over the valid regions
+    of ``scores`` (B, Q, K), applied to ``values`` (B, K, E); padded regions (``region_mask`` (B, K) False) get 0."""
+    scores = scores.masked_fill(~region_mask[:, None, :], float("-inf"))
+    weights = torch.softmax(_at_least_float32(scores), dim=-1).to(values.dtype)
+    return torch.bmm(weights, values), weights
 
 
 def _at_least_float32(scores: torch.Tensor) -> torch.Tensor:

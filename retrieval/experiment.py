@@ -41,6 +41,11 @@ CAPTION_COLUMNS = ["caption_id", "image_id", "split", "lang", "text", "origin", 
 Translate = Callable[[list[str]], list[str]]  # query texts -> their translations, one each
 
 
+def run_name(model: str, variant: str, role: str) -> str:
+    """``<model>-<variant>-<role>``: a retrieval run, its stage ``train_retrieval@<run>``, metrics ``<run>.json``."""
+    return f"{model}-{variant}-{role}"
+
+
 @dataclass(frozen=True)
 class TranslateSearchConfig:
     languages: tuple[str, ...] = ()  # queries in these languages are translated to the pivot by the MT system
@@ -129,7 +134,7 @@ class RetrievalConfig:
     def run_names(self) -> list[str]:
         """``<model>-<variant>-<role>`` of every run, in the order of the settings (the stages
         ``train_retrieval@<run>`` and their metrics files ``<run>.json``)."""
-        return [f"{model}-{variant}-{role}"
+        return [run_name(model, variant, role)
                 for model in self.models for variant in self.variants for role in self.roles]  # fmt: skip
 
     def role(self, name: str, pivot: str) -> ResolvedRole:
