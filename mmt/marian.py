@@ -15,16 +15,20 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
-from transformers import MarianConfig, MarianMTModel, MarianTokenizer
-from transformers.models.marian.modeling_marian import shift_tokens_right
 
 from corpora.io import InputError, atomic_dir
 from mmt.text import train_sentencepiece
 from settings.checks import SettingError, check, check_fraction, check_positive, check_range
+
+# transformers takes seconds to import, and every stage imports this module for its settings (MarianSettings):
+# the functions that build, load or run a model import it themselves
+if TYPE_CHECKING:
+    from transformers import MarianMTModel, MarianTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +141,8 @@ class MarianTranslator:
         Raises:
             InputError: ``path`` is not a local folder (e.g. a hub id), or lacks one of the files.
         """
+        from transformers import MarianMTModel, MarianTokenizer
+
         folder = _check_local_folder(path)
         tokenizer = MarianTokenizer.from_pretrained(str(folder), local_files_only=True)
         model = MarianMTModel.from_pretrained(str(folder), local_files_only=True, weights_only=True)
@@ -197,6 +203,8 @@ class MarianTranslator:
                                 max_length=limit).to(self.device)  # fmt: skip
         labels = inputs.pop("labels")  # (B, M) target ids, </s> last, pad after
         pad_id = self.model.config.pad_token_id
+        from transformers.models.marian.modeling_marian import shift_tokens_right
+
         decoder_input_ids = shift_tokens_right(labels, pad_id, self.model.config.decoder_start_token_id)
         with torch.inference_mode():
             logits = self.model(**inputs, decoder_input_ids=decoder_input_ids).logits  # (B, M, V)
@@ -311,6 +319,8 @@ def _build_tokenizer(
     seed: int,
 ) -> MarianTokenizer:
     """Train source/target unigram models into ``folder`` and build the joint vocab.json from both."""
+    from transformers import MarianTokenizer
+
     for name, texts in (("source.spm", src_texts), ("target.spm", tgt_texts)):
         proto = train_sentencepiece(
             texts,
@@ -348,6 +358,8 @@ def _joint_vocab(*spm_paths: Path) -> dict[str, int]:
 
 
 def _build_model(config: MarianTrainConfig, *, vocab_size: int) -> MarianMTModel:
+    from transformers import MarianConfig, MarianMTModel
+
     pad_id = vocab_size - 1
     marian_config = MarianConfig(
         vocab_size=vocab_size,
@@ -443,6 +455,8 @@ def _batch_loss(
     encoded = tokenizer(
         src, text_target=tgt, padding=True, truncation=True, max_length=config.max_len, return_tensors="pt"
     ).to(device)
+    from transformers.models.marian.modeling_marian import shift_tokens_right
+
     pad_id = model.config.pad_token_id
     assert pad_id is not None, "_build_model always sets pad_token_id"
     decoder_input_ids = shift_tokens_right(encoded["labels"], pad_id, model.config.decoder_start_token_id)
