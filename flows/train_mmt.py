@@ -17,67 +17,44 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
+from prefect.task_runners import ProcessPoolTaskRunner
 
-from corpora.io import staged_children, write_tsv
+from corpora.io import staged_children
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from flows.params import Params, ParamsError
 from flows.stage import named, run_stage, run_tags, stage_parser
-from mmt.checkpoint import PRETRAIN
-from mmt.curves import learning_curve
 from mmt.pairs import direction_data
-from mmt.systems import TEXT_ONLY_REGION_DIM, SystemRequest, SystemsConfig
-from settings.runtime import Runtime
+from mmt.systems import TEXT_ONLY_REGION_DIM, SystemsConfig
+from settings.distributed import joined
+from settings.runtime import Runtime, cpu_threads, use_cpu_threads
 from tasks import artifact_key
-from tasks.mmt import (
-    compare_systems,
-    pretrain_direction,
-    test_translation_system,
-    train_subwords,
-    train_translation_system,
-)
+from tasks.mmt import DirectionJob, train_direction
 
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
 def train_mmt(
     config: SystemsConfig, pivot: str, target: str, prepared: str, parallel: str, store: str | None, models: str,
-    mt_models: str, metrics: str, seed: int, runtime: Runtime,
+    mt_models: str, metrics: str, seed: int, runtime: Runtime, parallel_directions: bool = False,
 ) -> list[dict[str, object]]:  # fmt: skip
     region_dim = FeatureStore.open(store).dim if store is not None else TEXT_ONLY_REGION_DIM
     # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
     corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
-    rows: list[dict[str, object]] = []
-    for src, tgt in ((pivot, target), (target, pivot)):
-        data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
-        mmt_dir = Path(models) / f"mmt-{src}-{tgt}"
-        train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=seed)
-        pretrain_direction(data, config, model_dir=str(mmt_dir), region_dim=region_dim, seed=seed, runtime=runtime)
-        folders = {"mmt": mmt_dir, "mt": Path(models) / f"mt-{src}-{tgt}"}
-        backends = {"mmt": "mmt", "mt": config.mt_system}
-        for system in config.systems:
-            request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / PRETRAIN, store,
-                                    Path(mt_models), seed, runtime)  # fmt: skip
-            train_translation_system(backends[system], request)
-        test = data.captions["test"]
-        evaluations = {}
-        for system in config.systems:
-            folder = folders[system]
-            metrics_path = f"{metrics}/{folder.name}.json"
-            evaluations[system] = test_translation_system(str(folder), test, store=store, tgt=tgt, beam=config.beam,
-                                                          runtime=runtime, metrics_path=metrics_path,
-                                                          meteor=config.meteor,
-                                                          contrastive=data.contrastive)  # fmt: skip
-            scores = evaluations[system].metrics
-            if system == "mmt":  # its curve: text-only pre-training, then fine-tuning with regions (`dvc plots`)
-                write_tsv(f"{metrics}/{folder.name}.history.tsv", learning_curve(folder))
-            rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
-        if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?
-            compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt,
-                            metrics_path=f"{metrics}/mmt-vs-mt-{src}-{tgt}.json")  # fmt: skip
+    jobs = [DirectionJob(src, tgt, direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt), config,
+                         models, mt_models, metrics, store, region_dim, seed, runtime)
+            for src, tgt in ((pivot, target), (target, pivot))]  # fmt: skip
+    if parallel_directions and not joined():
+        # two processes with half the CPU threads each: small LSTM steps use one core better than two
+        threads = max(1, cpu_threads() // len(jobs))
+        print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
+        with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=use_cpu_threads, initargs=(threads,)) as runner:
+            futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
+            rows = [row for future in futures for row in future.result()]
+    else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
+        rows = [row for job in jobs for row in train_direction(job)]
     description = "Test captions: BLEU and chrF"
     create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
     return rows
@@ -105,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ):
             named(train_mmt, args.params)(params.mmt, params.languages.pivot, args.target, args.prepared,
                                           args.parallel, args.store, str(models), args.mt_models, str(metrics),
-                                          params.seed, runtime)  # fmt: skip
+                                          params.seed, runtime, params.distributed.parallel_directions)  # fmt: skip
 
     run_stage(parser, argv, body, data_parallel="flows.train_mmt")
 

@@ -90,3 +90,13 @@ class Runtime:
     def autocast(self) -> AutocastFactory:
         """A factory of fresh autocast contexts (one per forward pass)."""
         return functools.partial(autocast, self.torch_device(), self.precision)
+
+
+def cpu_threads() -> int:
+    """How many CPU threads torch uses in this process."""
+    return torch.get_num_threads()
+
+
+def use_cpu_threads(count: int) -> None:
+    """Give torch ``count`` CPU threads in this process (processes that share the cores take a part each)."""
+    torch.set_num_threads(count)

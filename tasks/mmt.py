@@ -13,12 +13,12 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import InputError, write_json, write_text
+from corpora.io import InputError, write_json, write_text, write_tsv
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
 from mmt.checkpoint import FINETUNE, PRETRAIN
-from mmt.curves import read_history
+from mmt.curves import learning_curve, read_history
 from mmt.metrics import paired_bootstrap
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
@@ -104,6 +104,58 @@ def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt:
     logger.info("%s image-dependent words: %s; contrastive: %s", Path(folder).name, metrics["image_dependent"],
                 metrics["contrastive"])  # fmt: skip
     return evaluation
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectionJob:
+    """One direction of a language pair for :func:`train_direction`: where its systems and metrics go."""
+
+    src: str
+    tgt: str
+    data: DirectionData
+    config: SystemsConfig
+    models: str
+    mt_models: str
+    metrics: str
+    store: str | None
+    region_dim: int
+    seed: int
+    runtime: Runtime
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def train_direction(job: DirectionJob) -> list[dict[str, object]]:
+    """Everything of one direction: subwords, text-only pre-training, its systems (``mmt-<src>-<tgt>``,
+    ``mt-<src>-<tgt>``), their test metrics and the MMT's learning curve, and the paired bootstrap of MMT against MT
+    (``mmt-vs-mt-<src>-<tgt>.json``); returns a BLEU/chrF row per system."""
+    config, src, tgt, data = job.config, job.src, job.tgt, job.data
+    mmt_dir = Path(job.models) / f"mmt-{src}-{tgt}"
+    train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=job.seed)
+    pretrain_direction(data, config, model_dir=str(mmt_dir), region_dim=job.region_dim, seed=job.seed,
+                       runtime=job.runtime)  # fmt: skip
+    folders = {"mmt": mmt_dir, "mt": Path(job.models) / f"mt-{src}-{tgt}"}
+    backends = {"mmt": "mmt", "mt": config.mt_system}
+    for system in config.systems:
+        request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / PRETRAIN, job.store,
+                                Path(job.mt_models), job.seed, job.runtime)  # fmt: skip
+        train_translation_system(backends[system], request)
+    test = data.captions["test"]
+    evaluations: dict[str, systems.Evaluation] = {}
+    rows: list[dict[str, object]] = []
+    for system in config.systems:
+        folder = folders[system]
+        metrics_path = f"{job.metrics}/{folder.name}.json"
+        evaluations[system] = test_translation_system(str(folder), test, store=job.store, tgt=tgt, beam=config.beam,
+                                                      runtime=job.runtime, metrics_path=metrics_path,
+                                                      meteor=config.meteor, contrastive=data.contrastive)  # fmt: skip
+        if system == "mmt":  # its curve: text-only pre-training, then fine-tuning with regions (`dvc plots`)
+            write_tsv(f"{job.metrics}/{folder.name}.history.tsv", learning_curve(folder))
+        scores = evaluations[system].metrics
+        rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
+    if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?
+        compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt,
+                        metrics_path=f"{job.metrics}/mmt-vs-mt-{src}-{tgt}.json")  # fmt: skip
+    return rows
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

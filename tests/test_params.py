@@ -222,7 +222,11 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("distributed.nproc_per_node", 0, r"distributed\.nproc_per_node: got 0, allowed: 1 to 1024"),
         ("distributed.nnodes", 2, r"distributed\.rdzv_endpoint: missing: nnodes > 1 needs the host:port"),
         ("distributed.rdzv_endpoint", "node01", r"distributed\.rdzv_endpoint: got 'node01', allowed: host:port"),
-        ("distributed", {"nproc_per_node": 4, "nnodes": 2, "rdzv_endpoint": "node01:29500"}, None),
+        (
+            "distributed",
+            {"nproc_per_node": 4, "nnodes": 2, "rdzv_endpoint": "node01:29500", "parallel_directions": False},
+            None,
+        ),
         (
             "corpora.synthetic.format",
             "coco",

@@ -35,6 +35,7 @@ def tiny_params_tree(
     tree["features"]["compact"]["training"].update(epochs=2)
     tree["features"].update(features or {})
     tree["mmt"].update(beam=2, meteor=False)  # METEOR's Java run (~7 s for English): on in the `trained` fixture
+    tree["distributed"].update(parallel_directions=False)  # two spawned processes cost seconds: one test runs them
     tree["mmt"]["text"].update(vocab_size=60)
     tree["mmt"]["model"].update(emb_dim=16, hidden=16)
     tree["mmt"]["pretrain"].update(epochs=1, batch_size=16)

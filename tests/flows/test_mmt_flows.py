@@ -12,6 +12,7 @@ import pytest
 
 from corpora.tables import read_captions
 from flows import augment, cli, synthesize, train_mmt
+from settings.runtime import cpu_threads, use_cpu_threads
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
 
@@ -220,3 +221,36 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
                      "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip
     table = pq.read_table(tmp_path / "de.parquet")
     assert pc.sum(pc.equal(table.column("system"), "mt-de-en")).as_py() == 30
+
+
+def test_both_directions_at_once_train_what_one_after_the_other_trains(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """distributed.parallel_directions: each direction in its own process with half this process's CPU threads. With
+    twice the threads the `trained` fixture had, each process has what the fixture had: the same arithmetic, so the
+    same checkpoints and the same metrics, test BLEU and METEOR to contrastive accuracy and the paired bootstrap."""
+    tree = tiny_params_tree(raw=tiny_dataset.raw)
+    tree["mmt"]["meteor"] = True  # as in the fixture
+    tree["distributed"]["parallel_directions"] = True
+    params = write_params(tmp_path / "at-once.yaml", tree)
+    threads = cpu_threads()
+    use_cpu_threads(2 * threads)
+    try:
+        train_mmt.main(["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
+                        "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models"),
+                        "--parallel", str(tiny_dataset.parallel), "--mt_models", str(tmp_path / "mt-models"),
+                        "--metrics", str(tmp_path / "metrics")])  # fmt: skip
+    finally:
+        use_cpu_threads(threads)
+    assert f"Training en->de and de->en at once, {threads} CPU thread(s) each" in caplog.text
+    names = sorted(path.name for path in (trained / "metrics" / "mmt").iterdir())
+    assert sorted(path.name for path in (tmp_path / "metrics").iterdir()) == names
+    for name in names:
+        ours, fixture = (folder / name for folder in (tmp_path / "metrics", trained / "metrics" / "mmt"))
+        if name.endswith(".json"):
+            assert json.loads(ours.read_text()) == json.loads(fixture.read_text()), name
+        else:
+            assert ours.read_text() == fixture.read_text(), name
+    for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en"):
+        weights = (folder / system / "finetune.safetensors" for folder in (tmp_path / "models", trained / "models"))
+        assert next(weights).read_bytes() == next(weights).read_bytes(), system
