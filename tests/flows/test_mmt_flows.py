@@ -228,9 +228,9 @@ def test_both_directions_at_once_train_what_one_after_the_other_trains(
 ) -> None:
     """distributed.parallel_directions: each direction in its own process with half this process's CPU threads. With
     twice the threads the `trained` fixture had, each process has what the fixture had: the same arithmetic, so the
-    same checkpoints and the same metrics, test BLEU and METEOR to contrastive accuracy and the paired bootstrap."""
+    same checkpoints and the same metrics, test BLEU to contrastive accuracy and the paired bootstrap (METEOR, a Java
+    run of its own, is left to the fixture)."""
     tree = tiny_params_tree(raw=tiny_dataset.raw)
-    tree["mmt"]["meteor"] = True  # as in the fixture
     tree["distributed"]["parallel_directions"] = True
     params = write_params(tmp_path / "at-once.yaml", tree)
     threads = cpu_threads()
@@ -248,7 +248,13 @@ def test_both_directions_at_once_train_what_one_after_the_other_trains(
     for name in names:
         ours, fixture = (folder / name for folder in (tmp_path / "metrics", trained / "metrics" / "mmt"))
         if name.endswith(".json"):
-            assert json.loads(ours.read_text()) == json.loads(fixture.read_text()), name
+            ours_json, fixture_json = json.loads(ours.read_text()), json.loads(fixture.read_text())
+            if "meteor" in fixture_json:  # scored in the fixture, skipped here
+                assert ours_json.pop("meteor") is None
+                for key in ("meteor", "meteor_note"):
+                    fixture_json.pop(key)
+                    ours_json.pop(key, None)
+            assert ours_json == fixture_json, name
         else:
             assert ours.read_text() == fixture.read_text(), name
     for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en"):

@@ -75,6 +75,7 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     tree["mmt"]["pretrain"].update(epochs=1, batch_size=64)
     tree["mmt"]["finetune"].update(epochs=6, batch_size=32, lr=0.002, patience=6)
     tree["synthesis"].update(kinds=["translation"], shard_size=1000, hops=2)
+    tree["distributed"]["parallel_directions"] = True  # the text-only route through the process pool, and faster
     tree["retrieval"].update(variants=["none", "mt_f", "mt_fb"])
     params = str(write_params(tmp_path / "params.yaml", tree))
 
