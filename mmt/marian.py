@@ -203,9 +203,7 @@ class MarianTranslator:
                                 max_length=limit).to(self.device)  # fmt: skip
         labels = inputs.pop("labels")  # (B, M) target ids, </s> last, pad after
         pad_id = self.model.config.pad_token_id
-        from transformers.models.marian.modeling_marian import shift_tokens_right
-
-        decoder_input_ids = shift_tokens_right(labels, pad_id, self.model.config.decoder_start_token_id)
+        decoder_input_ids = _decoder_inputs(labels, pad_id, self.model.config.decoder_start_token_id)
         with torch.inference_mode():
             logits = self.model(**inputs, decoder_input_ids=decoder_input_ids).logits  # (B, M, V)
         picked = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels[..., None]).squeeze(-1)  # (B, M)
@@ -442,6 +440,13 @@ def _fit(
     model.eval()
 
 
+def _decoder_inputs(labels: torch.Tensor, pad_id: int, start_id: int) -> torch.Tensor:
+    """Marian's decoder inputs for ``labels`` (B, M): shifted one step right behind the decoder's start token."""
+    from transformers.models.marian.modeling_marian import shift_tokens_right
+
+    return shift_tokens_right(labels, pad_id, start_id)
+
+
 def _batch_loss(
     model: MarianMTModel,
     tokenizer: MarianTokenizer,
@@ -455,11 +460,9 @@ def _batch_loss(
     encoded = tokenizer(
         src, text_target=tgt, padding=True, truncation=True, max_length=config.max_len, return_tensors="pt"
     ).to(device)
-    from transformers.models.marian.modeling_marian import shift_tokens_right
-
     pad_id = model.config.pad_token_id
     assert pad_id is not None, "_build_model always sets pad_token_id"
-    decoder_input_ids = shift_tokens_right(encoded["labels"], pad_id, model.config.decoder_start_token_id)
+    decoder_input_ids = _decoder_inputs(encoded["labels"], pad_id, model.config.decoder_start_token_id)
     labels = encoded["labels"].masked_fill(encoded["labels"] == pad_id, -100)
     logits = model(
         input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"], decoder_input_ids=decoder_input_ids
