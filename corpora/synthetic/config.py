@@ -96,8 +96,9 @@ class SyntheticConfig:
         comparable_per_image: Multi30K task 2 style captions per image and language.
         parallel_pairs: Sentence pairs of the text-only corpus per language pair and split.
         flickr: The optional second corpus (same image size and objects per image), written to ``flickr/``.
-        underspecified: Share of pivot-language human captions that say one colour or shape by its cover term
-            ("a dark circle", "a red shape") where the image settles it; their translations name it exactly.
+        underspecified: Chance that a pivot-language human caption says a mention's colour or shape by its cover
+            term ("a dark circle", "a red shape"), drawn for every mention where the image settles it; the
+            translations name it exactly.
         paraphrase: Weight of every wording but the most frequent one (0: one wording per meaning; 1: the
             grammars' frequencies).
         noise: Annotator mistakes in the comparable and second-corpus captions.

@@ -175,23 +175,20 @@ def _absent(rng: random.Random, scene: Scene, parallel: bool) -> Meaning | None:
 
 
 def underspecify(rng: random.Random, scene: Scene, meaning: Meaning, share: float) -> Meaning:
-    """With probability ``share``, mark one mention of a caption meaning vague (see ``Mention.vague``).
+    """Mark each mention of a caption meaning vague (see ``Mention.vague``) with probability ``share``.
 
     Only a mention whose vague phrase fits exactly the objects its exact phrase fits can be marked, so the
     image always settles what the vague word stands for; a caption with no such mention stays as it is.
     Existence claims about what is absent are never marked (the image shows nothing to settle them).
     """
-    if not chance(rng, share) or isinstance(meaning, Absent | Compared):
+    if isinstance(meaning, Absent | Compared):
         return meaning
-    candidates = [
-        (index, vagueness)
-        for index, mention in enumerate(mentions(meaning))
-        for vagueness in vague_readings(scene, mention)
-    ]
-    if not candidates:
-        return meaning
-    index, vagueness = pick(rng, candidates)
-    marked = [replace(m, vague=vagueness) if i == index else m for i, m in enumerate(mentions(meaning))]
+    marked = []
+    for mention in mentions(meaning):
+        readings = vague_readings(scene, mention)
+        if readings and chance(rng, share):
+            mention = replace(mention, vague=pick(rng, readings))
+        marked.append(mention)
     return with_mentions(meaning, marked)
 
 
