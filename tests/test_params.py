@@ -117,9 +117,10 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     UTF-8 are an error naming their offset; a UTF-8 byte-order mark is not part of the first key."""
     repository = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
     doubled = tmp_path / "doubled.yaml"
-    twice = "    lr_decay_epoch: 4\n    lr_decay_epoch: 5\n"
-    doubled.write_text(repository.replace("    lr_decay_epoch: 4\n", twice, 1), encoding="utf-8")
-    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr_decay_epoch: 5") + 1
+    given = re.search(r"^    lr_decay_epoch: \d+\n", repository, flags=re.MULTILINE)
+    assert given is not None, "params.yaml sets retrieval.train.lr_decay_epoch"
+    doubled.write_text(repository.replace(given[0], given[0] + "    lr_decay_epoch: 99\n", 1), encoding="utf-8")
+    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr_decay_epoch: 99") + 1
     with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr_decay_epoch' "
                                           rf"\(first given on line {line - 1}\); each key once$"):  # fmt: skip
         load_params(doubled)
@@ -481,8 +482,9 @@ def test_params_yaml_is_in_the_form_dvc_writes() -> None:
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
     assert dumps_yaml(parse_yaml_for_update(text, "params.yaml")) == text
     tree = parse_yaml_for_update(text, "params.yaml")
-    tree["retrieval"]["train"]["epochs"] = 8
+    epochs = tree["retrieval"]["train"]["epochs"]
+    tree["retrieval"]["train"]["epochs"] = epochs + 3
     changed = [
         pair for pair in zip(text.splitlines(), dumps_yaml(tree).splitlines(), strict=True) if pair[0] != pair[1]
     ]
-    assert changed == [("    epochs: 6", "    epochs: 8")]
+    assert changed == [(f"    epochs: {epochs}", f"    epochs: {epochs + 3}")]
