@@ -91,7 +91,7 @@ def test_every_mention_the_image_settles_is_left_vague_with_the_configured_chanc
     marked = [underspecify(random.Random(seed), scene, meaning, 0.3) for seed in range(draws)]
     subject = [m.subject.vague is not None for m in marked if isinstance(m, Related)]
     landmark = [m.landmark.vague is not None for m in marked if isinstance(m, Related)]
-    both = sum(s and l for s, l in zip(subject, landmark, strict=True))
+    both = sum(first and second for first, second in zip(subject, landmark, strict=True))
     # each mention on its own: 0.3 +- 4 standard errors (0.0072); both: 0.09, as for independent draws
     assert abs(sum(subject) / draws - 0.3) < 0.03 and abs(sum(landmark) / draws - 0.3) < 0.03
     assert abs(both / draws - 0.09) < 0.02
