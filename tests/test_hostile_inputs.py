@@ -170,8 +170,9 @@ def test_unreadable_params_files(
     params = tmp_path / "params.yaml"
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
     if content is None:
-        twice = "    lr_decay_epoch: 4\n    lr_decay_epoch: 5\n"
-        params.write_text(text.replace("    lr_decay_epoch: 4\n", twice, 1), encoding="utf-8")
+        given = re.search(r"^    lr_decay_epoch: \d+\n", text, flags=re.MULTILINE)
+        assert given is not None, "params.yaml sets retrieval.train.lr_decay_epoch"
+        params.write_text(text.replace(given[0], given[0] + "    lr_decay_epoch: 99\n", 1), encoding="utf-8")
     elif isinstance(content, bytes):
         params.write_bytes(content)
     if module == "mmtr":
