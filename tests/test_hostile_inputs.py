@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from flows import cli
+from tests.params_text import with_a_duplicate_key
 
 REPO = Path(__file__).resolve().parents[1]
 BASE: dict[str, Any] = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
@@ -170,9 +171,7 @@ def test_unreadable_params_files(
     params = tmp_path / "params.yaml"
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
     if content is None:
-        given = re.search(r"^    lr_decay_epoch: \d+\n", text, flags=re.MULTILINE)
-        assert given is not None, "params.yaml sets retrieval.train.lr_decay_epoch"
-        params.write_text(text.replace(given[0], given[0] + "    lr_decay_epoch: 99\n", 1), encoding="utf-8")
+        params.write_text(with_a_duplicate_key(text), encoding="utf-8")
     elif isinstance(content, bytes):
         params.write_bytes(content)
     if module == "mmtr":

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from flows.params import ParamsError, load_params, parse_params
+from tests.params_text import DUPLICATE_LINE, with_a_duplicate_key
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -117,10 +118,8 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     UTF-8 are an error naming their offset; a UTF-8 byte-order mark is not part of the first key."""
     repository = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
     doubled = tmp_path / "doubled.yaml"
-    given = re.search(r"^    lr_decay_epoch: \d+\n", repository, flags=re.MULTILINE)
-    assert given is not None, "params.yaml sets retrieval.train.lr_decay_epoch"
-    doubled.write_text(repository.replace(given[0], given[0] + "    lr_decay_epoch: 99\n", 1), encoding="utf-8")
-    line = doubled.read_text(encoding="utf-8").splitlines().index("    lr_decay_epoch: 99") + 1
+    doubled.write_text(with_a_duplicate_key(repository), encoding="utf-8")
+    line = doubled.read_text(encoding="utf-8").splitlines().index(DUPLICATE_LINE) + 1
     with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr_decay_epoch' "
                                           rf"\(first given on line {line - 1}\); each key once$"):  # fmt: skip
         load_params(doubled)
