@@ -13,9 +13,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Before anything imports prefect or transformers: no hub access, and Prefect state in a throwaway home.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
+if "PYTEST_XDIST_WORKER" in os.environ:  # a worker inherits the controller's environment: a home of its own
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="prefect-home-")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Readers' caches (verified feature stores, search galleries) in a throwaway folder, not the user's.
 os.environ["MMTR_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmtr-cache-")
+# Under pytest-xdist the workers share the cores: each worker's torch (and the stage processes it starts, through
+# OMP_NUM_THREADS) takes its share of them instead of all of them, so that no thread pool waits on a busy core.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
 
 
 def _shared_data_root() -> Path:
@@ -36,6 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test under tests/flows `flow`; skip `gpu` tests on machines without CUDA instead of failing."""
     import torch
 
+    if _WORKERS > 1:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     flows = REPO_ROOT / "tests" / "flows"
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
