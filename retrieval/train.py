@@ -167,8 +167,8 @@ def fit(
             "val": {lang: _summary(m) for lang, m in metrics.items()},
         }
         result.history.append(entry)
-        logger.info("epoch %d: loss %.4f, validation rsum %.1f (%.1f steps/s)", epoch, entry["loss"] or 0.0, rsum,
-                    entry["steps_per_s"] or 0.0)  # fmt: skip
+        logger.info("epoch %d/%d: loss %.4f, validation rsum %.1f (%.1f steps/s)", epoch + 1, config.epochs,
+                    entry["loss"] or 0.0, rsum, entry["steps_per_s"] or 0.0)  # fmt: skip
         if on_epoch is not None:
             on_epoch(entry)
         if rsum > result.best_rsum:
@@ -325,7 +325,7 @@ def pretrain(
                 context = BatchContext(torch.from_numpy(caption_image).to(device), langs, epoch / epochs)
                 total = model.pretrain_loss(encoded, context)
             losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch}"))
-        logger.info("pre-training epoch %d: loss %.4f", epoch, float(np.mean(losses)))
+        logger.info("pre-training epoch %d/%d: loss %.4f", epoch + 1, epochs, float(np.mean(losses)))
 
 
 def _summary(metrics: Metrics) -> dict[str, float]:

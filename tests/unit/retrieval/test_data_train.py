@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -133,9 +134,12 @@ def train_toy(name: str, *, epochs: int = 6, **train: object) -> tuple[object, o
     return model, result, (encoded, validation, regions), (config, vocab)
 
 
-def test_fit_learns_the_toy_task_and_keeps_the_best_epoch() -> None:
-    model, result, (_, validation, regions), _ = train_toy("san", warmup_epochs=1)
+def test_fit_learns_the_toy_task_and_keeps_the_best_epoch(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="retrieval.train"):
+        model, result, (_, validation, regions), _ = train_toy("san", warmup_epochs=1)
     rsums = [entry["val_rsum"] for entry in result.history]  # type: ignore[attr-defined]
+    logged = [record.getMessage() for record in caplog.records if record.name == "retrieval.train"]
+    assert [line.split(":")[0] for line in logged] == [f"epoch {n}/{len(rsums)}" for n in range(1, len(rsums) + 1)]
     assert result.best_rsum == max(rsums) and result.best_epoch == rsums.index(max(rsums))  # type: ignore[attr-defined]
     metrics = evaluate(model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
     assert metrics["rsum"] == pytest.approx(result.best_rsum)  # type: ignore[attr-defined]
