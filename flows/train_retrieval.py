@@ -44,7 +44,7 @@ def train_retrieval(
         model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
         summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,
                                         runtime, run, artifact_key(f"retrieval-history-{run}-seed-{seed}"))  # fmt: skip
-        print(best_epoch_line(run, seed, summary))
+        print(best_epoch_line(run, seed, summary, config.train.epochs))
         history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
         runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, queries,
@@ -54,11 +54,11 @@ def train_retrieval(
     return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
 
 
-def best_epoch_line(run: str, seed: int, summary: dict[str, Any]) -> str:
-    """The replicate's best epoch, counted from 1 as the progress lines before it are ("epoch 4/5"); the summary's
-    ``best_epoch`` is 0-based."""
+def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -> str:
+    """The replicate's best epoch, counted from 1 of the configured ``epochs`` as the progress lines before it are
+    ("epoch 4/5", also when patience stopped early); the summary's ``best_epoch`` is 0-based."""
     return (f"{run} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
-            f"at epoch {summary['best_epoch'] + 1}/{summary['epochs']}")  # fmt: skip
+            f"at epoch {summary['best_epoch'] + 1}/{epochs}")  # fmt: skip
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:
