@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(abspath $(VENV))/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
+# pytest-xdist: one worker per core, at most 4 (each starts its own Prefect test server and tiny-dataset fixtures);
+# tests/conftest.py gives each worker's torch its share of the cores. worksteal: an idle worker takes queued tests
+# from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
+PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal
 
 .PHONY: install demo ui test test-fast lint clean-venv
 
@@ -26,15 +30,12 @@ demo: $(STAMP)
 ui: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m flows.local_server ui
 
-# pytest-xdist: one worker per core, at most 4 (each starts its own Prefect test server and tiny-dataset fixtures);
-# tests/conftest.py gives each worker's torch its share of the cores. worksteal: an idle worker takes queued tests
-# from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
 test: lint
-	PATH="$(BIN):$$PATH" python -m pytest -n auto --maxprocesses=4 --dist worksteal
+	PATH="$(BIN):$$PATH" $(PYTEST)
 
 # The unit, params and architecture tests only: no Prefect flows, no DVC stages, no slow end-to-end runs.
 test-fast: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m pytest -n auto --maxprocesses=4 --dist worksteal -m "not slow and not flow"
+	PATH="$(BIN):$$PATH" $(PYTEST) -m "not slow and not flow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check settings corpora features mmt retrieval tasks flows tests bench

@@ -21,8 +21,9 @@ os.environ["MMTR_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmtr-cache-")
 # Under pytest-xdist the workers share the cores: each worker's torch (and the stage processes it starts, through
 # OMP_NUM_THREADS) takes its share of them instead of all of them, so that no thread pool waits on a busy core.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
-    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+_WORKER_THREADS = max(1, (os.cpu_count() or 1) // _WORKERS) if _WORKERS > 1 else None
+if _WORKER_THREADS is not None:
+    os.environ["OMP_NUM_THREADS"] = str(_WORKER_THREADS)
 
 
 def _shared_data_root() -> Path:
@@ -43,8 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test under tests/flows `flow`; skip `gpu` tests on machines without CUDA instead of failing."""
     import torch
 
-    if _WORKERS > 1:
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if _WORKER_THREADS is not None:
+        torch.set_num_threads(_WORKER_THREADS)
     flows = REPO_ROOT / "tests" / "flows"
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
