@@ -101,6 +101,11 @@ class SyntheticConfig:
             translations name it exactly.
         paraphrase: Weight of every wording but the most frequent one (0: one wording per meaning; 1: the
             grammars' frequencies).
+        uncommon: Chance that a comparable caption says an uncommon word ("crimson", "lozenge", "portrays") where
+            its slot has one: the long tail of the human captions, which the translation captions lack. The parallel
+            corpus says these words in its formal sentences.
+        formal: Share of the parallel corpus's pairs in its formal register ("The picture depicts a scarlet rhombus
+            beneath ..."), source and translation alike.
         noise: Annotator mistakes in the comparable and second-corpus captions.
         look_alike: Chance that an object after the first shares the shape or the colour of an earlier one
             (distractors that retrieval must tell apart).
@@ -115,6 +120,8 @@ class SyntheticConfig:
     flickr: FlickrLikeConfig = field(default_factory=FlickrLikeConfig)
     underspecified: float = 0.5
     paraphrase: float = 1.0
+    uncommon: float = 0.0
+    formal: float = 0.3
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     look_alike: float = 0.0
     contrastive_items: int = 500
@@ -122,6 +129,8 @@ class SyntheticConfig:
     def __post_init__(self) -> None:
         check_range("underspecified", self.underspecified, 0.0, 1.0)
         check_range("paraphrase", self.paraphrase, 0.0, 10.0)
+        check_range("uncommon", self.uncommon, 0.0, 0.5)
+        check_range("formal", self.formal, 0.0, 1.0)
         check_range("look_alike", self.look_alike, 0.0, 1.0)
         check_range("contrastive_items", self.contrastive_items, 0, 1_000_000)
         check_range("image_size", self.image_size, MIN_IMAGE_SIZE, 4096)

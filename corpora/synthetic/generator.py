@@ -15,7 +15,9 @@ and two files for evaluation only (never read for training)::
 
 The world carries the mechanisms the papers measure: pivot captions that leave to the image what the
 target language must say (``underspecified``), several wordings of each meaning (``paraphrase``), words
-and frames only the parallel corpus uses (its register), and annotator mistakes in the comparable captions
+and frames only the parallel corpus uses (its register; its ``formal`` pairs say formal words in both languages),
+uncommon words in the comparable captions that only the parallel corpus's formal pairs also say (``uncommon``: the
+captions' long tail, which the translation captions lack), and annotator mistakes in the comparable captions
 (``noise``).
 
 With ``config.flickr`` enabled it also writes a second, Flickr30K-like corpus of the same world in the
@@ -52,7 +54,7 @@ from corpora.synthetic.meaning import Meaning
 from corpora.synthetic.noise import NOISE_KINDS, NoiseKind, draw_noise, missed_object, typo, wrong_colour
 from corpora.synthetic.render import png_bytes, render
 from corpora.synthetic.scenes import Scene, sample_scene
-from corpora.synthetic.streams import array_stream, stream
+from corpora.synthetic.streams import array_stream, chance, stream
 
 SPLITS = ("train", "val", "test")
 PROGRESS_EVERY = 50  # images between progress reports
@@ -117,13 +119,16 @@ class _Run:
     languages: Languages
 
     def wording(
-        self, rng: random.Random, lang: str, register: Register = "caption", *, own_style: bool = False
-    ) -> Wording:
-        """The word choices of one sentence in ``lang``; the pivot says vague mentions vaguely."""
+        self, rng: random.Random, lang: str, register: Register = "caption", *, own_style: bool = False,
+        formal: bool = False, comparable: bool = False,
+    ) -> Wording:  # fmt: skip
+        """The word choices of one sentence in ``lang``; the pivot says vague mentions vaguely. A ``comparable``
+        caption may say uncommon words; a ``formal`` parallel sentence says the register's formal words."""
         seed = int(rng.random() * 2**53)
         underspecify = register == "caption" and lang == self.languages.pivot
+        uncommon = self.config.uncommon if comparable else 0.0
         return Wording(seed, register=register, paraphrase=self.config.paraphrase, underspecify=underspecify,
-                       own_style=own_style)  # fmt: skip
+                       own_style=own_style, formal=formal, uncommon=uncommon)  # fmt: skip
 
 
 @dataclass
@@ -288,7 +293,7 @@ def _human_caption(
     meaning = caption_meaning(rng, scene)
     if lang == run.languages.pivot:
         meaning = underspecify(rng, scene, meaning, run.config.underspecified)
-    wording = run.wording(rng, lang, own_style=own_style)
+    wording = run.wording(rng, lang, own_style=own_style, comparable=True)
     kind: NoiseKind | None = draw_noise(noise_rng, run.config.noise)
     if kind == "wrong_colour" or kind == "missed_object":
         mistaken = (wrong_colour if kind == "wrong_colour" else missed_object)(noise_rng, meaning)
@@ -350,8 +355,9 @@ def _parallel_split(run: _Run, lang: str, rng: random.Random, count: int) -> tup
     pivot = run.languages.pivot
     for _ in range(count):
         meaning = parallel_meaning(rng, _scene(rng, run.config))
-        source.append(GRAMMARS[pivot].realise(meaning, run.wording(rng, pivot, "parallel")))
-        target.append(GRAMMARS[lang].realise(meaning, run.wording(rng, lang, "parallel")))
+        formal = chance(rng, run.config.formal)  # a sentence and its translation share their register
+        source.append(GRAMMARS[pivot].realise(meaning, run.wording(rng, pivot, "parallel", formal=formal)))
+        target.append(GRAMMARS[lang].realise(meaning, run.wording(rng, lang, "parallel", formal=formal)))
     return source, target
 
 

@@ -15,15 +15,19 @@ Register = Literal["caption", "parallel"]
 
 
 class Choice(NamedTuple):
-    """One way to say something, with how often captions and the parallel corpus use it.
+    """One way to say something, with how often captions, plain parallel text and formal parallel text use it.
 
-    A weight of 0 keeps a word out of a register: ``Choice("rhombus", 0.0, 0.4)`` is parallel-corpus-only
-    (news-like text says words that captions never use).
+    A weight of 0 keeps a word out of a style. Formal words (``formal("rhombus", 0.6)``: caption and plain weights
+    0) are said only by the parallel corpus's formal sentences, a sentence and its translation alike, as news text
+    and its translation share their register. An ``uncommon`` formal word ("crimson", "lozenge") is also the long
+    tail of the comparable captions: an annotator now and then reaches for it (``Wording.uncommon``).
     """
 
     word: str
     caption: float = 1.0
     parallel: float = 1.0
+    formal: float = 0.0
+    uncommon: bool = False
 
 
 class Wording:
@@ -41,12 +45,16 @@ class Wording:
         own_style: word as annotators of another corpus do: a slot's most common choice is never said where the
             register offers another, and the others keep their order ("large", never "big"; "the image shows",
             never "the picture shows"); with a seed only.
+        formal: a parallel sentence in the formal style: every slot that has formal words says one of them.
+        uncommon: a caption's chance, per slot that has an uncommon word, of saying one (the comparable captions'
+            long tail; 0 for the translation captions).
     """
 
     def __init__(self, seed: int | None = None, *, register: Register = "caption", paraphrase: float = 1.0,
-                 underspecify: bool = False, own_style: bool = False) -> None:  # fmt: skip
+                 underspecify: bool = False, own_style: bool = False, formal: bool = False,
+                 uncommon: float = 0.0) -> None:  # fmt: skip
         self.seed, self.register, self.paraphrase, self.underspecify = seed, register, paraphrase, underspecify
-        self.own_style = own_style
+        self.own_style, self.formal, self.uncommon = own_style, formal, uncommon
         self._rng = None if seed is None else random.Random(seed)
 
     def choose(self, choices: Sequence[Choice]) -> str:
@@ -54,16 +62,18 @@ class Wording:
         if self._rng is None:
             return choices[0].word
         draw = self._rng.random()
+        rare = [choice for choice in choices if choice.uncommon] if self.register == "caption" else []
+        if rare and draw < self.uncommon:
+            # the one draw decides both whether and which: the slot's other choices keep their shares of the rest
+            return _pick([choice.formal for choice in rare], rare, draw / self.uncommon)
+        if rare:
+            draw = (draw - self.uncommon) / (1.0 - self.uncommon)
+        if self.register == "parallel" and self.formal and any(choice.formal > 0 for choice in choices):
+            return _pick([choice.formal for choice in choices], choices, draw)
         if self.own_style:
             others = [choice for choice in choices[1:] if self._register_weight(choice) > 0]
             choices = others or choices
-        weights = [self._weight(index, choice) for index, choice in enumerate(choices)]
-        target = draw * sum(weights)
-        for choice, weight in zip(choices, weights, strict=True):
-            target -= weight
-            if target < 0:
-                return choice.word
-        return next(choice.word for choice, weight in zip(choices, weights, strict=True) if weight > 0)
+        return _pick([self._weight(index, choice) for index, choice in enumerate(choices)], choices, draw)
 
     def choose_item(self, items: Sequence[tuple[T, Choice]]) -> T:
         """Like :meth:`choose` for slots whose options are not words (a noun entry, a whole frame)."""
@@ -73,7 +83,7 @@ class Wording:
     def again(self) -> Wording:
         """A fresh wording with the same settings that will take the same choices from the start."""
         return Wording(self.seed, register=self.register, paraphrase=self.paraphrase, underspecify=self.underspecify,
-                       own_style=self.own_style)  # fmt: skip
+                       own_style=self.own_style, formal=self.formal, uncommon=self.uncommon)  # fmt: skip
 
     def _register_weight(self, choice: Choice) -> float:
         return choice.caption if self.register == "caption" else choice.parallel
@@ -81,6 +91,16 @@ class Wording:
     def _weight(self, index: int, choice: Choice) -> float:
         weight = self._register_weight(choice)
         return weight if index == 0 else weight * self.paraphrase
+
+
+def _pick(weights: Sequence[float], choices: Sequence[Choice], draw: float) -> str:
+    """The choice that ``draw`` (in [0, 1)) falls on when the choices share [0, 1) by ``weights``."""
+    target = draw * sum(weights)
+    for choice, weight in zip(choices, weights, strict=True):
+        target -= weight
+        if target < 0:
+            return choice.word
+    return next(choice.word for choice, weight in zip(choices, weights, strict=True) if weight > 0)
 
 
 PLAIN = Wording()  # first choices, nothing vague: the canonical sentence of a meaning
@@ -98,9 +118,16 @@ class Grammar:
         return self.realiser(meaning, wording)
 
 
-def words(*choices: str | tuple[str, float] | tuple[str, float, float]) -> tuple[Choice, ...]:
-    """Shorthand for a slot: ``words("big", ("large", 0.3))``; the first word is the most frequent."""
-    return tuple(Choice(c) if isinstance(c, str) else Choice(*c) for c in choices)
+def words(*choices: str | tuple[str, float] | tuple[str, float, float] | Choice) -> tuple[Choice, ...]:
+    """Shorthand for a slot: ``words("big", ("large", 0.3), formal("huge", 1.0))``; the first word is the most
+    frequent."""
+    return tuple(c if isinstance(c, Choice) else Choice(c) if isinstance(c, str) else Choice(*c) for c in choices)
+
+
+def formal(word: str, weight: float, *, uncommon: bool = False) -> Choice:
+    """A word of the parallel corpus's formal sentences only (and, ``uncommon``, of the comparable captions' long
+    tail), with its weight among the slot's formal words."""
+    return Choice(word, caption=0.0, parallel=0.0, formal=weight, uncommon=uncommon)
 
 
 def noun_word(mention: Mention, wording: Wording, choices: dict[str, tuple[Choice, ...]]) -> str:

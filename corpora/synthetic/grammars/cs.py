@@ -18,6 +18,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    formal,
     noun_word,
     sentence,
     words,
@@ -91,7 +92,7 @@ ADJECTIVES: dict[str, str] = {
 # colour, size or cover term -> keys of ADJECTIVES
 ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
     "small": words("small", ("drobn", 0.25, 0.1)),
-    "red": words("red", ("nachov", 0.0, 0.2)),
+    "red": words("red", formal("nachov", 1.0)),
 }
 
 # Hard adjective endings: case -> (masculine inanimate, feminine, neuter)

@@ -17,6 +17,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    formal,
     noun_word,
     sentence,
     words,
@@ -55,7 +56,7 @@ NOUNS: dict[str, Noun] = {
 
 # shape (or the cover term) -> keys of NOUNS; shapes not listed have the one entry of their own name
 NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
-    "diamond": words("diamond", ("Rhombus", 0.0, 0.5)),
+    "diamond": words("diamond", formal("Rhombus", 1.0)),
     "ellipse": words("ellipse", ("Oval", 0.35, 0.3)),
     "cross": words("cross", ("Pluszeichen", 0.15, 0.1)),
     SHAPE_COVER: words(SHAPE_COVER, ("Figur", 0.3, 0.2)),
@@ -78,12 +79,16 @@ ADJECTIVES: dict[str, str] = {
     "light": "hell",
     "scharlachrot": "scharlachrot",
     "winzig": "winzig",
+    "riesig": "riesig",
+    "goldgelb": "goldgelb",
 }
 
 # colour, size or cover term -> keys of ADJECTIVES
 ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
-    "red": words("red", ("scharlachrot", 0.0, 0.2)),
-    "small": words("small", ("winzig", 0.0, 0.3)),
+    "red": words("red", formal("scharlachrot", 1.0)),
+    "yellow": words("yellow", formal("goldgelb", 1.0)),
+    "small": words("small", formal("winzig", 1.0)),
+    "big": words("big", formal("riesig", 1.0)),
 }
 
 NUMBERS: dict[int, str] = {2: "zwei", 3: "drei", 4: "vier", 5: "fünf", 6: "sechs", 7: "sieben", 8: "acht"}
@@ -121,12 +126,20 @@ RELATIONS: dict[str, tuple[Choice, ...]] = {  # each governs the dative here (lo
     "right_of": words("rechts von", ("rechts neben", 0.3, 0.1)),
     "above": words("über", ("oberhalb von", 0.25, 0.4)),
     "below": words("unter", ("unterhalb von", 0.25, 0.4)),
-    "next_to": words("neben"),
+    "next_to": words("neben", formal("seitlich von", 1.0)),
 }
 
 EXISTS_OPENINGS: dict[str, tuple[str, tuple[Choice, ...]]] = {  # frame -> (case of the listed items, openings)
     "there_is": ("acc", words("es gibt", ("man sieht", 0.4, 0.1))),
-    "picture_shows": ("acc", words("das Bild zeigt", ("die Abbildung zeigt", 0.3, 0.3), ("die Zeichnung zeigt", 0.2))),
+    "picture_shows": (
+        "acc",
+        words(
+            "das Bild zeigt",
+            ("die Abbildung zeigt", 0.3, 0.3),
+            ("die Zeichnung zeigt", 0.2),
+            formal("die Darstellung zeigt", 1.0),
+        ),
+    ),
     "picture_of": ("dat", words("ein Bild mit", ("eine Zeichnung mit", 0.3))),
 }
 
@@ -135,7 +148,7 @@ PLACES: dict[str, tuple[Choice, ...]] = {
     "bottom": words("unten im Bild", ("im unteren Teil des Bildes", 0.3, 0.5), ("unten", 0.2)),
     "left": words("links im Bild", ("auf der linken Seite des Bildes", 0.3, 0.5), ("links", 0.2)),
     "right": words("rechts im Bild", ("auf der rechten Seite des Bildes", 0.3, 0.5), ("rechts", 0.2)),
-    "middle": words("in der Mitte des Bildes", ("in der Bildmitte", 0.4), ("mittig", 0.0, 0.3)),
+    "middle": words("in der Mitte des Bildes", ("in der Bildmitte", 0.4), formal("mittig", 1.0)),
 }
 
 

@@ -1,8 +1,10 @@
 """English: lexicon and realiser (a/an by the next word's first letter, plural nouns after numerals).
 
 Every slot offers its ways of saying a thing, most frequent first (see ``Wording``): "an oval" for "an
-ellipse", "large" for "big", "beside" for "next to"; words with a caption weight of 0 ("rhombus",
-"scarlet", "depicts") belong to the parallel corpus's register only.
+ellipse", "large" for "big", "beside" for "next to". Formal words ("rhombus", "scarlet", "depicts") belong to the
+parallel corpus's formal sentences only; the uncommon ones among them ("lozenge", "crimson", "portrays") are also
+the comparable captions' long tail. English has two formal words where German has one ("scarlet" and "crimson" for
+"scharlachrot"), so a round trip through the formal German of an uncommon word can come back as the other one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    formal,
     noun_word,
     sentence,
     words,
@@ -29,6 +32,7 @@ NOUNS: dict[str, str] = {
     "star": "stars",
     "diamond": "diamonds",
     "rhombus": "rhombuses",
+    "lozenge": "lozenges",
     "hexagon": "hexagons",
     "cross": "crosses",
     "plus sign": "plus signs",
@@ -42,7 +46,7 @@ NOUNS: dict[str, str] = {
 
 # shape (or the cover term) -> its nouns; shapes not listed have one noun of their own name
 NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
-    "diamond": words("diamond", ("rhombus", 0.0, 0.5)),
+    "diamond": words("diamond", formal("rhombus", 0.6), formal("lozenge", 0.4, uncommon=True)),
     "cross": words("cross", ("plus sign", 0.15, 0.1)),
     "ellipse": words("ellipse", ("oval", 0.35, 0.3)),
     SHAPE_COVER: words("shape", ("figure", 0.3, 0.2)),
@@ -50,10 +54,11 @@ NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
 
 # colour, size or cover term -> its adjectives; the others are said by their own name
 ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
-    "red": words("red", ("scarlet", 0.0, 0.2)),
+    "red": words("red", formal("scarlet", 0.6), formal("crimson", 0.4, uncommon=True)),
+    "yellow": words("yellow", formal("amber", 0.6), formal("golden", 0.4, uncommon=True)),
     "purple": words("purple", ("violet", 0.25, 0.3)),
-    "big": words("big", ("large", 0.35, 0.4)),
-    "small": words("small", ("little", 0.25, 0.15)),
+    "big": words("big", ("large", 0.35, 0.4), formal("enormous", 0.6), formal("huge", 0.4, uncommon=True)),
+    "small": words("small", ("little", 0.25, 0.15), formal("minuscule", 0.6), formal("tiny", 0.4, uncommon=True)),
 }
 
 NUMBERS: dict[int, str] = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
@@ -62,8 +67,10 @@ RELATIONS: dict[str, tuple[Choice, ...]] = {
     "left_of": words("to the left of", ("left of", 0.3, 0.1)),
     "right_of": words("to the right of", ("right of", 0.3, 0.1)),
     "above": words("above", ("over", 0.3, 0.2)),
-    "below": words("below", ("under", 0.4, 0.2), ("beneath", 0.0, 0.4)),
-    "next_to": words("next to", ("beside", 0.4, 0.3)),
+    "below": words("below", ("under", 0.4, 0.2), formal("beneath", 1.0)),
+    "next_to": words(
+        "next to", ("beside", 0.4, 0.3), formal("adjacent to", 0.6), formal("alongside", 0.4, uncommon=True)
+    ),
 }
 
 PLACES: dict[str, tuple[Choice, ...]] = {
@@ -71,13 +78,13 @@ PLACES: dict[str, tuple[Choice, ...]] = {
         "at the top of the picture",
         ("at the top of the image", 0.4),
         ("at the top", 0.3),
-        ("in the upper part of the picture", 0.0, 0.5),
+        formal("in the upper part of the picture", 1.0),
     ),
     "bottom": words(
         "at the bottom of the picture",
         ("at the bottom of the image", 0.4),
         ("at the bottom", 0.3),
-        ("in the lower part of the picture", 0.0, 0.5),
+        formal("in the lower part of the picture", 1.0),
     ),
     "left": words("on the left side of the picture", ("on the left of the image", 0.4), ("on the left", 0.3)),
     "right": words("on the right side of the picture", ("on the right of the image", 0.4), ("on the right", 0.3)),
@@ -85,11 +92,12 @@ PLACES: dict[str, tuple[Choice, ...]] = {
 }
 
 SHOWS: tuple[Choice, ...] = words("the picture shows", ("the image shows", 0.4), ("the drawing shows", 0.2),
-                                  ("the picture depicts", 0.0, 0.5))  # fmt: skip
+                                  formal("the picture depicts", 0.6),
+                                  formal("the picture portrays", 0.4, uncommon=True))  # fmt: skip
 THERE: tuple[Choice, ...] = words("there")
 PICTURE_OF: tuple[Choice, ...] = words("a picture of", ("an image of", 0.4), ("a drawing of", 0.25))
 BIGGER: tuple[Choice, ...] = words("bigger", ("larger", 0.5))
-SMALLER: tuple[Choice, ...] = words("smaller", ("tinier", 0.0, 0.2))
+SMALLER: tuple[Choice, ...] = words("smaller", formal("tinier", 1.0))
 
 
 def noun_phrase(mention: Mention, wording: Wording = PLAIN, *, determiner: str | None = None) -> str:

@@ -18,6 +18,7 @@ from corpora.synthetic.grammars.common import (
     Wording,
     attribute_words,
     enumerate_phrases,
+    formal,
     noun_word,
     sentence,
     words,
@@ -52,7 +53,7 @@ NOUNS: dict[str, Noun] = {
 
 # shape (or the cover term) -> keys of NOUNS; shapes not listed have the one entry of their own name
 NOUN_CHOICES: dict[str, tuple[Choice, ...]] = {
-    "diamond": words("diamond", ("rhombe", 0.0, 0.5)),
+    "diamond": words("diamond", formal("rhombe", 1.0)),
     "ellipse": words("ellipse", ("ovale", 0.35, 0.3)),
     "circle": words("circle", ("rond", 0.2, 0.05)),
     SHAPE_COVER: words(SHAPE_COVER, ("figure", 0.3, 0.2)),
@@ -86,7 +87,7 @@ ADJECTIVES: dict[str, Adjective] = {
 ADJECTIVE_CHOICES: dict[str, tuple[Choice, ...]] = {
     "big": words("big", ("gros", 0.3, 0.1)),
     "purple": words("purple", ("mauve", 0.2, 0.1)),
-    "red": words("red", ("écarlate", 0.0, 0.2)),
+    "red": words("red", formal("écarlate", 1.0)),
 }
 
 NUMBERS: dict[int, str] = {2: "deux", 3: "trois", 4: "quatre", 5: "cinq", 6: "six", 7: "sept", 8: "huit"}
@@ -100,8 +101,8 @@ RELATIONS: dict[str, tuple[Choice, ...]] = {
 }
 
 PLACES: dict[str, tuple[Choice, ...]] = {
-    "top": words("en haut de l'image", ("en haut", 0.3), ("dans la partie supérieure de l'image", 0.0, 0.5)),
-    "bottom": words("en bas de l'image", ("en bas", 0.3), ("dans la partie inférieure de l'image", 0.0, 0.5)),
+    "top": words("en haut de l'image", ("en haut", 0.3), formal("dans la partie supérieure de l'image", 1.0)),
+    "bottom": words("en bas de l'image", ("en bas", 0.3), formal("dans la partie inférieure de l'image", 1.0)),
     "left": words("à gauche de l'image", ("sur la gauche", 0.3)),
     "right": words("à droite de l'image", ("sur la droite", 0.3)),
     "middle": words("au milieu de l'image", ("au centre de l'image", 0.4)),
@@ -109,7 +110,7 @@ PLACES: dict[str, tuple[Choice, ...]] = {
 
 EXISTS_OPENINGS: dict[str, tuple[Choice, ...]] = {
     "there_is": words("il y a", ("on voit", 0.4, 0.1)),
-    "picture_shows": words("l'image montre", ("le dessin montre", 0.3), ("l'image représente", 0.0, 0.5)),
+    "picture_shows": words("l'image montre", ("le dessin montre", 0.3), formal("l'image représente", 1.0)),
     "picture_of": words("une image avec", ("un dessin avec", 0.3)),
 }
 

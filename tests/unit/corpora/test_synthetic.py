@@ -32,6 +32,7 @@ SMALL = SyntheticConfig(
     splits=SplitCounts(12, 4, 4),
     parallel_pairs=SplitCounts(200, 20, 20),
     noise=NoiseConfig(0.0, 0.0, 0.0),
+    uncommon=0.3,  # the truth test below reads the uncommon words too
 )
 SEED = 3
 LANGUAGES = Languages("en", ("de", "fr", "cs"))
@@ -157,9 +158,14 @@ _COLOUR = "|".join([*COLOURS, *COLOUR_COVERS])
 _NP = rf"(a|an|the|two|three|four|five|six|seven|eight) (?:(small|big) )?(?:({_COLOUR}) )?(\w+)"
 # Every other wording of a caption -> the one the parser reads (written out here, not taken from the grammar).
 _CANONICAL = [
-    (r"\blarge\b", "big"),
-    (r"\blittle\b", "small"),
+    (r"\b(?:large|huge)\b", "big"),
+    (r"\b(?:little|tiny)\b", "small"),
     (r"\bviolet\b", "purple"),
+    (r"\bcrimson\b", "red"),
+    (r"\bgolden\b", "yellow"),
+    (r"\blozenge(s?)\b", r"diamond\1"),
+    (r"\balongside\b", "next to"),
+    (r"^the picture portrays", "the picture shows"),
     (r"\bovals?\b", lambda m: "ellipses" if m.group(0).endswith("s") else "ellipse"),
     (r"\bplus signs?\b", lambda m: "crosses" if m.group(0).endswith("s") else "cross"),
     (r"\bfigure(s?)\b", r"shape\1"),
@@ -244,6 +250,7 @@ def _check_caption(text: str, rows: list[dict], size: int) -> str:
 def test_english_captions_are_true_of_the_boxes(small, objects) -> None:
     root, _ = small
     forms: list[str] = []
+    texts: list[str] = []
     for split in SPLITS:
         image_ids = [name.removesuffix(".png") for name in read_lines(root / "task1" / "image_splits" / f"{split}.txt")]
         files = [root / "task1" / "raw" / f"{split}.en.gz"]
@@ -251,7 +258,12 @@ def test_english_captions_are_true_of_the_boxes(small, objects) -> None:
         for path in files:
             for image_id, text in zip(image_ids, read_lines(path), strict=True):
                 forms.append(_check_caption(text, objects[image_id], SMALL.image_size))
+                texts.append(text)
     assert len(forms) == 120
+    uncommon = sum(
+        len(re.findall(r"\b(crimson|golden|lozenges?|huge|tiny|alongside|portrays)\b", text)) for text in texts
+    )
+    assert uncommon >= 5  # the long tail was read and checked too
     assert forms.count("relation") >= 10 and forms.count("place") >= 5 and forms.count("existence") >= 10
 
 

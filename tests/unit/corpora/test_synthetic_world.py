@@ -21,7 +21,7 @@ from corpora.synthetic.config import NoiseConfig, SplitCounts
 from corpora.synthetic.dependence import image_dependent_words
 from corpora.synthetic.describe import underspecify, vague_readings
 from corpora.synthetic.grammars import GRAMMARS
-from corpora.synthetic.grammars.common import Wording, words
+from corpora.synthetic.grammars.common import Wording, formal, words
 from corpora.synthetic.meaning import Exists, Mention, Related
 from corpora.synthetic.noise import typo
 from corpora.synthetic.scenes import Scene, SceneObject, sample_scene
@@ -217,6 +217,95 @@ def test_the_parallel_corpus_has_words_that_captions_never_use(world) -> None:
     register_words = ("rhombus", "beneath", "depicts", "scarlet", "upper part")
     assert all(word not in captions for word in register_words)
     assert sum(word in parallel for word in register_words) >= 4
+
+
+def test_formal_parallel_sentences_say_the_formal_words_and_nothing_else_does() -> None:
+    slot = words("red", formal("scarlet", 0.6), formal("crimson", 0.4, uncommon=True))
+    said = [Wording(seed, register="parallel", formal=True).choose(slot) for seed in range(3000)]
+    assert set(said) == {"scarlet", "crimson"}
+    assert said.count("crimson") / len(said) == pytest.approx(0.4, abs=0.03)
+    assert {Wording(seed, register="parallel").choose(slot) for seed in range(300)} == {"red"}  # plain sentences
+    assert {Wording(seed, formal=True).choose(slot) for seed in range(300)} == {"red"}  # captions are never formal
+    plain = words("big", ("large", 0.35, 0.4))  # a slot without formal words keeps its parallel weights
+    assert {Wording(seed, register="parallel", formal=True).choose(plain) for seed in range(300)} == {"big", "large"}
+
+
+def test_an_uncommon_share_of_caption_slots_say_their_uncommon_word() -> None:
+    slot = words("red", formal("scarlet", 0.6), formal("crimson", 0.4, uncommon=True))
+    said = [Wording(seed, uncommon=0.1).choose(slot) for seed in range(4000)]
+    assert set(said) == {"red", "crimson"}
+    assert said.count("crimson") / len(said) == pytest.approx(0.1, abs=0.015)
+    plain = words("big", ("large", 0.35))  # slots without an uncommon word take the same choices as before
+    assert [Wording(seed, uncommon=0.3).choose(plain) for seed in range(300)] == [
+        Wording(seed).choose(plain) for seed in range(300)
+    ]
+    wording = Wording(8, uncommon=0.5)
+    first = [wording.choose(slot) for _ in range(40)]
+    replay = wording.again()
+    assert replay.uncommon == 0.5 and [replay.choose(slot) for _ in range(40)] == first
+
+
+FORMAL_PAIRS = {  # English words of a formal sentence (formal or uncommon) -> the German formal stem
+    ("scarlet", "crimson"): "scharlachrot",
+    ("amber", "golden"): "goldgelb",
+    ("rhombus", "lozenge"): "Rhomb",
+    ("enormous", "huge"): "riesig",
+    ("minuscule", "tiny"): "winzig",
+    ("depicts", "portrays"): "Darstellung",
+    ("adjacent", "alongside"): "seitlich",
+}
+
+
+def test_a_formal_pair_says_its_formal_words_in_both_languages(world) -> None:
+    """News text and its translation share their register: "scarlet" or "crimson" in the English exactly where the
+    German says "scharlachrot" (so pre-training learns to translate the one into the other)."""
+    root, _ = world
+    english = read_lines(root / "parallel" / "en-de" / "train.en.gz")
+    german = read_lines(root / "parallel" / "en-de" / "train.de.gz")
+    for english_words, stem in FORMAL_PAIRS.items():
+        in_english = [any(re.search(rf"\b{w}", line) for w in english_words) for line in english]  # "rhombuses" too
+        in_german = [stem in line for line in german]
+        assert in_english == in_german, (english_words, stem)
+        if stem != "seitlich":  # few of the 400 pairs relate two objects as next to each other
+            assert sum(in_english) >= 5, english_words
+    formal_share = sum(any(stem in line for stem in FORMAL_PAIRS.values()) for line in german) / len(german)
+    assert 0.1 < formal_share <= WORLD.formal  # a formal sentence without a slot that has a formal word looks plain
+
+
+UNCOMMON = ("crimson", "golden", "lozenge", "huge", "tiny", "portrays", "alongside")
+FORMAL_ONLY = ("scarlet", "amber", "rhombus", "enormous", "minuscule", "depicts", "adjacent", "beneath", "upper part")
+
+
+def test_uncommon_words_are_the_long_tail_of_the_comparable_pivot_captions_only(tmp_path: Path) -> None:
+    """``uncommon`` changes the English comparable captions alone: the translation captions (the MMT's fine-tuning
+    data and test references) and the German captions stay the same bytes, and no caption says a formal-only word."""
+    plain = dataclasses.replace(WORLD, parallel_pairs=SplitCounts(0, 0, 0))
+    tail = dataclasses.replace(plain, uncommon=0.3)
+    generate(plain, tmp_path / "plain", seed=5, languages=LANGUAGES)
+    generate(tail, tmp_path / "tail", seed=5, languages=LANGUAGES)
+    for split in ("train", "val", "test"):
+        for lang in LANGUAGES.all:
+            name = Path("task1") / "raw" / f"{split}.{lang}.gz"
+            assert read_lines(tmp_path / "plain" / name) == read_lines(tmp_path / "tail" / name)
+        for n in range(1, 6):
+            name = Path("task2") / "raw" / f"{split}.{n}.de.gz"
+            assert read_lines(tmp_path / "plain" / name) == read_lines(tmp_path / "tail" / name)
+
+    def comparable(world: str) -> str:
+        return " ".join(
+            line
+            for n in range(1, 6)
+            for split in ("train", "val", "test")
+            for line in read_lines(tmp_path / world / "task2" / "raw" / f"{split}.{n}.en.gz")
+        )
+
+    before, after = comparable("plain"), comparable("tail")
+    count = lambda text, word: len(re.findall(rf"\b{word}\b", text))  # noqa: E731
+    assert all(count(before, word) == 0 for word in UNCOMMON)
+    assert all(count(after, word) > 0 for word in UNCOMMON if word != "alongside")
+    assert not any(re.search(rf"\b{word}\b", before + after) for word in FORMAL_ONLY)
+    crimson, red = count(after, "crimson"), count(after, "red")
+    assert crimson + red > 100 and crimson / (crimson + red) == pytest.approx(0.3, abs=0.08)
 
 
 # ---------------------------------------------------------------- annotator noise and look-alikes
