@@ -66,7 +66,8 @@ class SystemsConfig:
         text: Subword processing of every direction.
         model: The regional model's architecture.
         pretrain: Text-only training on the parallel corpus.
-        finetune: Training on the translation captions (with region features for the MMT).
+        finetune: Training on the translation captions (with region features for the MMT), with
+            ``finetune.mixed_pairs`` pairs of the parallel corpus mixed into each epoch, text-only.
         beam: Beam width of the test translations.
         meteor: Score the test translations with METEOR 1.5 too (:mod:`mmt.meteor`: a Java run, about 7 s for
             English, which loads its paraphrase table); false leaves ``meteor`` None with the reason in the note.
@@ -95,6 +96,8 @@ class SystemsConfig:
         check(len(set(self.systems)) == len(self.systems), "systems", list(self.systems), "each system once")
         text_only = [name for name, backend in BACKENDS.items() if not backend.multimodal]
         check(self.mt_system in text_only, "mt_system", self.mt_system, ", ".join(text_only))
+        mixed = self.pretrain.mixed_pairs
+        check(mixed == 0, "pretrain.mixed_pairs", mixed, "0 (finetune.mixed_pairs mixes the parallel corpus in)")
 
 
 @dataclass(frozen=True)
@@ -160,10 +163,11 @@ def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, reg
 
 def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs, *, store: FeatureStore | None,
                training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str,
-               on_validation: ValidationCallback | None = None) -> float:  # fmt: skip
-    """Train on ``train``, early-stopping on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the
-    learning curve (step, epoch, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history
-    .tsv`` beside it; ``on_validation`` gets each validation's record."""
+               on_validation: ValidationCallback | None = None, mixed: Pairs | None = None) -> float:  # fmt: skip
+    """Train on ``train`` (and ``training.mixed_pairs`` of the text-only ``mixed`` pairs each epoch), early-stopping
+    on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch, mean loss
+    since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it; ``on_validation``
+    gets each validation's record."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
@@ -173,11 +177,12 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
         if "score" in record and on_validation is not None:
             on_validation(record)
 
+    mixed_examples = examples(text, mixed, None) if mixed is not None and training.mixed_pairs else []
     result = fit(model, examples(text, train, store), regions=store,
                  evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1,
                                          limit=VALIDATION_SENTENCES), config=training,
                  seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
-                 progress=report)  # fmt: skip
+                 progress=report, mixed=mixed_examples)  # fmt: skip
     if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
         record_text_pipeline(checkpoint, text.identity())
         write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
@@ -228,7 +233,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     return fit_system(model, text, captions["train"], captions["val"], store=store if multimodal else None,
                       training=request.config.finetune, seed=request.seed, runtime=request.runtime,
                       checkpoint=request.out_dir / FINETUNE, name=f"finetune {request.out_dir.name}",
-                      on_validation=request.on_validation)  # fmt: skip
+                      on_validation=request.on_validation, mixed=request.data.corpus["train"])  # fmt: skip
 
 
 def _train_marian(request: SystemRequest) -> None:

@@ -65,6 +65,10 @@ class TrainConfig:
             the batch order are shuffled, deterministically from the seed of :func:`fit`).
         visual_lr_scale: ``lr`` times this for the parameters that read the regions (``VISUAL_PREFIXES``), which
             fine-tuning starts afresh beside pre-trained ones; 1 trains every parameter alike.
+        mixed_pairs: Text-only pairs (the ``mixed`` examples of :func:`fit`: the pre-training corpus) drawn afresh
+            each epoch and trained in batches of their own between the batches of the training data: mixed
+            fine-tuning (Chu et al. 2017), which keeps what pre-training taught about words the fine-tuning data
+            never says; 0 trains on the training data alone.
     """
 
     epochs: int = 100
@@ -75,6 +79,7 @@ class TrainConfig:
     eval_every: int = 0
     sort_chunk: int = 20
     visual_lr_scale: float = 1.0
+    mixed_pairs: int = 0
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -85,6 +90,7 @@ class TrainConfig:
         check_range("eval_every", self.eval_every, 0, 10_000_000)
         check_range("sort_chunk", self.sort_chunk, 1, 10_000)
         check_positive("visual_lr_scale", self.visual_lr_scale, below=1000.0)
+        check_range("mixed_pairs", self.mixed_pairs, 0, 100_000_000)
 
 
 @dataclass(frozen=True)
@@ -255,6 +261,7 @@ def fit(
     autocast: AutocastFactory,
     checkpoint_path: str | os.PathLike[str],
     progress: Callable[[dict[str, float]], None] | None = None,
+    mixed: Sequence[Example] = (),
 ) -> FitResult:
     """Train ``model`` with teacher forcing until ``config.epochs`` or early stopping; keep the best weights.
 
@@ -272,11 +279,17 @@ def fit(
         progress: Called after every batch with its step, epoch and loss, and the score when a validation
             followed it (a validation after the last batch, when ``eval_every`` does not divide the step count,
             is reported on its own with the mean loss since the previous one).
+        mixed: Text-only pairs, ``config.mixed_pairs`` of them drawn each epoch (all of them when there are fewer);
+            their batches count as steps like the others.
 
     Returns:
         The best score, its step and the validation history.
     """
     check_examples(train, model.shape, with_regions=regions is not None)
+    if config.mixed_pairs and not mixed:
+        raise ValueError(f"mixed_pairs is {config.mixed_pairs}, but there are no text-only pairs to mix in")
+    if config.mixed_pairs:
+        check_examples(mixed, model.shape, with_regions=False)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.to(device).train()
@@ -286,11 +299,14 @@ def fit(
     selection = _Selection(config, seed, checkpoint_path)
     step, losses, epoch = 0, [], 0
     for epoch in range(1, config.epochs + 1):
-        batches = length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
-        for position, indices in enumerate(batches, start=1):
+        batches = _epoch_batches(train, mixed, config, rng)
+        for position, (text_only, indices) in enumerate(batches, start=1):
             step += 1
             with autocast():
-                loss = share_loss(model, train, indices, regions=regions, device=device)
+                if text_only:
+                    loss = share_loss(model, mixed, indices, regions=None, device=device)
+                else:
+                    loss = share_loss(model, train, indices, regions=regions, device=device)
             losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step, epoch=epoch))
             report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
             epoch_end = position == len(batches)
@@ -314,6 +330,25 @@ def fit(
     )
     model.load_state_dict(best)
     return FitResult(selection.best_score, selection.best_step, selection.history)
+
+
+def _epoch_batches(
+    train: Sequence[Example], mixed: Sequence[Example], config: TrainConfig, rng: np.random.Generator
+) -> list[tuple[bool, list[int]]]:
+    """One epoch's batches as (text_only, indices): the training data's, and with ``config.mixed_pairs`` those of
+    a fresh draw from ``mixed``, in one shuffled order (no draw at all without mixing, so that the batch order of
+    unmixed training does not change)."""
+    batches = [
+        (False, indices)
+        for indices in length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
+    ]
+    if not config.mixed_pairs:
+        return batches
+    drawn = rng.choice(len(mixed), size=min(config.mixed_pairs, len(mixed)), replace=False)
+    sample = [mixed[i] for i in drawn]
+    text_only = length_batches(sample, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
+    batches += [(True, [int(drawn[i]) for i in indices]) for indices in text_only]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def parameter_groups(model: RegionalMMT, config: TrainConfig) -> list[dict[str, object]]:

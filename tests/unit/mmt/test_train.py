@@ -199,6 +199,44 @@ def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_p
     assert steps == [1, 2, 3, 4, 4] and result.best_step == 4
 
 
+def _fit_with_mixing(tmp_path: Path, mixed_pairs: int, mixed: Sequence[Example], progress=None) -> RegionalMMT:
+    """Multimodal training on pairs whose tokens are 1-12 (target 13-24), with ``mixed`` text-only pairs beside."""
+    features, mask = random_regions([2, 3], max_regions=3, dim=SHAPE.region_dim, seed=2)
+    regions = ArrayRegions(features.numpy(), mask.numpy())
+    train = [Example((1 + i, 2 + i), (13 + i, 14 + i, EOS), image_row=i % 2) for i in range(11)]
+    model = new_model()
+    validations = iter(range(1000))  # each validation beats the one before: the last weights are kept
+    fit(model, train, regions=regions, evaluate=lambda model: float(next(validations)),
+        config=TrainConfig(epochs=120, batch_size=4, lr=1e-2, patience=1000, mixed_pairs=mixed_pairs),
+        seed=0, device=CPU, autocast=no_autocast, checkpoint_path=tmp_path / "mixed", progress=progress,
+        mixed=mixed)  # fmt: skip
+    return model
+
+
+def test_mixed_fine_tuning_keeps_what_only_the_mixed_text_only_pairs_teach(tmp_path: Path) -> None:
+    """Mixed fine-tuning (Chu et al. 2017): text-only pairs drawn each epoch and trained in their own batches
+    teach the model pairs the multimodal training data never shows; without them it cannot translate those."""
+    unseen = [Example((25 + i, 26 + i), (29 - i, EOS)) for i in range(3)]  # tokens no training pair has
+    mixed = _fit_with_mixing(tmp_path / "with", mixed_pairs=3, mixed=unseen)
+    assert exact_matches(unseen)(mixed) == 1.0
+    assert exact_matches(unseen)(_fit_with_mixing(tmp_path / "without", mixed_pairs=0, mixed=unseen)) == 0.0
+
+
+def test_each_epoch_draws_mixed_pairs_and_trains_them_in_batches_of_their_own(tmp_path: Path) -> None:
+    """11 training pairs in batches of 4 (3 batches) and 6 of 20 text-only pairs (2 batches): 5 steps an epoch."""
+    pool = [Example((25, 26 + i % 4), (27, EOS)) for i in range(20)]
+    epochs: list[float] = []
+    _fit_with_mixing(tmp_path, mixed_pairs=6, mixed=pool, progress=lambda report: epochs.append(report["epoch"]))
+    assert epochs.count(1) == 5 and len(epochs) == 5 * 120
+
+
+def test_mixing_without_text_only_pairs_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="mixed_pairs is 3, but there are no text-only pairs"):
+        _fit_with_mixing(tmp_path, mixed_pairs=3, mixed=[])
+    with pytest.raises(ValueError, match="training example 0: an empty source sentence"):
+        _fit_with_mixing(tmp_path, mixed_pairs=3, mixed=[Example((), (27, EOS))])
+
+
 def test_length_batches_cover_every_example_once_deterministically() -> None:
     examples = [Example(tuple(range(4, 4 + n % 7 + 1)), (5, EOS)) for n in range(50)]
     first = length_batches(examples, batch_size=4, sort_chunk=3, rng=np.random.default_rng(0))
