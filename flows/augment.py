@@ -1,5 +1,7 @@
-"""Stage `augment`: the caption variants named in `retrieval.variants` (presets or `augment.custom_variants`) and
-their lexical diversity: token types and distinct bigrams per language of the train split (section 4.3)."""
+"""Stage `augment`: the caption variants named in `retrieval.variants` (presets or `augment.custom_variants`), and
+the lexical diversity of those and of every preset the synthesized captions make (section 4.3: token types and
+distinct bigrams per language of the train split), so that the report compares MMT(f+b) with `-` whether or not
+retrieval trains on it."""
 
 from __future__ import annotations
 
@@ -18,22 +20,24 @@ from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows.params import Params
 from flows.stage import named, run_stage, run_tags, stage_parser
-from mmt.augment import Variant, build_variant
+from mmt.augment import VARIANTS, Variant, build_variant
 from mmt.diversity import lexical_diversity
 from tasks import artifact_key
 
 
 @flow(name="augment", log_prints=True, persist_result=False)
 def augment(
-    variants: dict[str, Variant], prepared: str, synthesized: list[str], out: str, metrics: str
+    variants: dict[str, Variant], prepared: str, synthesized: list[str], out: str, metrics: str, written: list[str]
 ) -> dict[str, object]:
+    """Measure every variant of ``variants``; write the captions of those named in ``written``."""
     corpus = read_prepared(prepared)
     extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
     report: dict[str, object] = {}
     rows: list[dict[str, object]] = []
     for name, variant in variants.items():
         captions = build_variant(corpus.captions, extra, variant)
-        write_captions(captions, Path(out) / name / "captions.parquet", images=corpus.images)
+        if name in written:
+            write_captions(captions, Path(out) / name / "captions.parquet", images=corpus.images)
         diversity = lexical_diversity(captions)
         report[name] = {
             "captions": captions.num_rows,
@@ -55,14 +59,29 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         files = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
-        # presets first, then custom variants (params checked that each name in retrieval.variants is one of them)
-        variants = {
-            name: variant for name, variant in params.augment.variants.items() if name in params.retrieval.variants
-        }
+        written = list(params.retrieval.variants)
         with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
-            named(augment, args.params)(variants, args.prepared, files, str(out), args.metrics)
+            named(augment, args.params)(measured_variants(params), args.prepared, files, str(out), args.metrics,
+                                        written)  # fmt: skip
 
     run_stage(parser, argv, body)
+
+
+def measured_variants(params: Params) -> dict[str, Variant]:
+    """The variants whose diversity `augment` measures: those of ``retrieval.variants`` and every preset whose
+    captions the synthesis makes (its system among ``mmt.systems``, its hops within ``synthesis.hops``); presets
+    first, in their order, then custom variants (params checked that each name in retrieval.variants is one)."""
+    made = bool(params.mmt.targets)
+    return {
+        name: variant
+        for name, variant in params.augment.variants.items()
+        if name in params.retrieval.variants
+        or (
+            name in VARIANTS
+            and (variant.origin is None or (made and variant.origin in params.mmt.systems))
+            and variant.hops <= params.synthesis.hops
+        )
+    }
 
 
 if __name__ == "__main__":

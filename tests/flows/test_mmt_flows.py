@@ -12,6 +12,7 @@ import pytest
 
 from corpora.tables import read_captions
 from flows import augment, cli, synthesize, train_mmt
+from flows.params import load_params
 from settings.runtime import cpu_threads, use_cpu_threads
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
@@ -147,7 +148,10 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
     assert {(row["origin"], row["hop"], row["lang"]) for row in added} == {("mmt", 2, "en")}
     human_ids = set(human.column("caption_id").to_pylist())
     assert all(row["parent_id"] in human_ids for row in added)  # hop 1 is not in the variant: its human source is
-    assert set(json.loads((tmp_path / "augment.json").read_text())) == {"none", "mmt_fbf", "paraphrases"}
+    # measured: every preset that three hops of both systems make, and the custom variant; written: the three above
+    assert list(json.loads((tmp_path / "augment.json").read_text())) == [
+        "mmt_b", "mmt_f", "mmt_fb", "mmt_fbf", "mt_b", "mt_f", "mt_fb", "mt_fbf", "none", "paraphrases"
+    ]  # fmt: skip
 
 
 def test_translate_cli_with_and_without_regions(
@@ -260,3 +264,26 @@ def test_both_directions_at_once_train_what_one_after_the_other_trains(
     for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en"):
         weights = (folder / system / "finetune.safetensors" for folder in (tmp_path / "models", trained / "models"))
         assert next(weights).read_bytes() == next(weights).read_bytes(), system
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, ["none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b"]),  # the demo: MMT(f+b) measured, not trained
+        ({"systems": ["mmt"]}, ["none", "mmt_f", "mmt_fb", "mmt_b"]),
+        ({"hops": 1}, ["none", "mt_f", "mmt_f"]),
+        ({"targets": []}, ["none"]),
+    ],
+)
+def test_augment_measures_every_preset_the_synthesis_makes(tmp_path: Path, changes: dict, expected: list) -> None:
+    tree = tiny_params_tree()
+    tree["retrieval"].update(variants=["none"] if changes.get("targets") == [] else ["none", "mt_f", "mmt_f"])
+    if "systems" in changes:
+        tree["mmt"].update(systems=changes["systems"])
+        tree["retrieval"].update(variants=["none", "mmt_f"], translate_search={"languages": []})
+    if "hops" in changes:
+        tree["synthesis"].update(hops=changes["hops"])
+    if "targets" in changes:
+        tree["mmt"].update(targets=changes["targets"])
+    params = load_params(write_params(tmp_path / "params.yaml", tree))
+    assert list(augment.measured_variants(params)) == expected
