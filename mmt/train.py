@@ -286,9 +286,9 @@ def fit(
         The best score, its step and the validation history.
     """
     check_examples(train, model.shape, with_regions=regions is not None)
-    if config.mixed_pairs and not mixed:
-        raise ValueError(f"mixed_pairs is {config.mixed_pairs}, but there are no text-only pairs to mix in")
     if config.mixed_pairs:
+        if not mixed:
+            raise ValueError(f"mixed_pairs is {config.mixed_pairs}, but there are no text-only pairs to mix in")
         check_examples(mixed, model.shape, with_regions=False)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

@@ -62,11 +62,11 @@ class Wording:
         if self._rng is None:
             return choices[0].word
         draw = self._rng.random()
-        rare = [choice for choice in choices if choice.uncommon] if self.register == "caption" else []
-        if rare and draw < self.uncommon:
-            # the one draw decides both whether and which: the slot's other choices keep their shares of the rest
-            return _pick([choice.formal for choice in rare], rare, draw / self.uncommon)
+        rare = [choice for choice in choices if choice.uncommon] if self.register == "caption" and self.uncommon else []
         if rare:
+            # the one draw decides both whether and which: the slot's other choices keep their shares of the rest
+            if draw < self.uncommon:
+                return _pick([choice.formal for choice in rare], rare, draw / self.uncommon)
             draw = (draw - self.uncommon) / (1.0 - self.uncommon)
         if self.register == "parallel" and self.formal and any(choice.formal > 0 for choice in choices):
             return _pick([choice.formal for choice in choices], choices, draw)
