@@ -24,11 +24,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 # One local Prefect server for the whole DAG (started unless PREFECT_API_URL answers; database kept in .prefect/).
 demo: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m flows.local_server run -- dvc repro
+	PATH="$(BIN):$$PATH" python -m mmtr.local_server run -- dvc repro
 
 # The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken).
 ui: $(STAMP)
-	PATH="$(BIN):$$PATH" python -m flows.local_server ui
+	PATH="$(BIN):$$PATH" python -m mmtr.local_server ui
 
 test: lint
 	PATH="$(BIN):$$PATH" $(PYTEST)
@@ -38,8 +38,8 @@ test-fast: $(STAMP)
 	PATH="$(BIN):$$PATH" $(PYTEST) -m "not slow and not flow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check settings corpora features mmt retrieval tasks flows tests bench
-	$(BIN)/ruff format --check settings corpora features mmt retrieval tasks flows tests bench
+	$(BIN)/ruff check common corpora features mmt retrieval report mmtr tasks flows tests bench
+	$(BIN)/ruff format --check common corpora features mmt retrieval report mmtr tasks flows tests bench
 	$(BIN)/mypy
 
 clean-venv:

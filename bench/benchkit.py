@@ -3,7 +3,7 @@
 Not a benchmark itself. Every bench takes ``--device auto|cpu|cuda[:N]`` (auto: CUDA when
 ``torch.cuda.is_available()``), ``--precision fp32|bf16`` (default bf16 on CUDA, fp32 on CPU), ``--threads``
 (CPU intra-op threads) and ``--small`` (sizes that finish in about two minutes on a 2-core CPU). Device and
-precision become a :class:`settings.runtime.Runtime`, so a bench runs under exactly the autocast the pipeline
+precision become a :class:`common.runtime.Runtime`, so a bench runs under exactly the autocast the pipeline
 uses; that autocast is CUDA-only, so bf16 on the CPU is refused rather than silently measured as fp32.
 
 Random inputs of the real shapes: :class:`RandomRegions` (36 x 2048 float16 region features in RAM, a
@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from common.runtime import Precision, Runtime, resolve_device
 from retrieval.data import CaptionSet
-from settings.runtime import Precision, Runtime, resolve_device
 
 T = TypeVar("T")
 PRECISIONS = ("fp32", "bf16")
@@ -52,7 +52,7 @@ def runtime_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> R
         parser.error(f"--device {args.device}: {error}")
     precision: Precision = args.precision or ("bf16" if device.type == "cuda" else "fp32")
     if precision != "fp32" and device.type != "cuda":
-        # settings.runtime.autocast is a no-op off CUDA: the run would be fp32 under a bf16 label.
+        # common.runtime.autocast is a no-op off CUDA: the run would be fp32 under a bf16 label.
         parser.error(f"--precision {precision} needs CUDA (the project's autocast runs on CUDA only)")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 
 What: ``BUTDExtractor.extract`` (the call the extraction stage makes) on batches of random 480x640 RGB images
 (COCO's typical size; resized to 600x800), 36 regions x 2048 per image (FixedRegions), under the pipeline's
-autocast (``settings.runtime``). ``--warmup`` untimed calls at the first batch size, then per batch size the
+autocast (``common.runtime``). ``--warmup`` untimed calls at the first batch size, then per batch size the
 median over ``--runs`` timed calls, the device synchronised around each; images/s = batch / median seconds (a
 later batch size's first call may pay for its new res5 shape; the median of 3 runs leaves that out). The timed
 call covers the whole extraction of a batch: preprocessing (host-to-device copy and resize), per-image
@@ -44,8 +44,8 @@ from benchkit import (
     timed,
 )
 
-from features.butd import BottomUpAttention, BUTDConfig, select_proposals
-from features.butd_extractor import AutocastFactory, BUTDExtractor, preprocess_image
+from features.bottom_up.extractor import AutocastFactory, BUTDExtractor, preprocess_image
+from features.bottom_up.model import BottomUpAttention, BUTDConfig, select_proposals
 from features.regions import FixedRegions
 
 STAGES = ("preprocess", "backbone", "rpn+proposals", "roipool", "res5", "heads", "selection")

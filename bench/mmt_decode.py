@@ -15,7 +15,7 @@ by less than float32 rounding, and a batched matrix product may round differentl
 float32 agreement count can then be below 100%. The exact check runs in float64 on ``--exact`` sentences.
 
 Device and precision: the model and every search run on ``--device``, the batched and reference searches under
-the pipeline's autocast (``settings.runtime``, as ``mmt.translator`` decodes: inference mode + autocast); under
+the pipeline's autocast (``common.runtime``, as ``mmt.translator`` decodes: inference mode + autocast); under
 bf16 the reference comparison counts agreements, it does not expect them all. The float64 check runs without
 autocast. Timings synchronise the device (the search returns host lists, which waits for the device anyway).
 
@@ -44,9 +44,9 @@ from benchkit import (
     synchronize,
 )
 
+from common.runtime import AutocastFactory
 from mmt.beam import beam_search, beam_search_reference
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
-from settings.runtime import AutocastFactory
 
 
 @dataclass(frozen=True)

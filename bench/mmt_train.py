@@ -6,7 +6,7 @@ tokens (the target ends with EOS) whose images have 36 random 2048-d regions hel
 How: the training step of ``mmt.train.fit``, replicated one call at a time (``fit`` itself also validates and
 writes checkpoints): batches from ``length_batches`` (shuffled, sorted by length in chunks of 20 batches, as
 in training, so padding is realistic), ``collate`` (regions read, ids padded, moved to the device), the loss
-``mmt_loss`` under the pipeline's autocast (``settings.runtime``), and ``_update``: backward, gradient-norm
+``mmt_loss`` under the pipeline's autocast (``common.runtime``), and ``_update``: backward, gradient-norm
 clipping at 5 and one Adam step (GradScaler exactly as ``fit`` builds it). ``--warmup`` untimed steps, then
 ``--steps`` timed ones, the device synchronised before and after (``_update`` reads the loss value every step,
 as in training, so steps do not queue up). Target tokens = non-PAD target positions (EOS included), the
@@ -36,6 +36,7 @@ from benchkit import (
     timed,
 )
 
+from common.runtime import Runtime
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.train import (
     Example,
@@ -47,7 +48,6 @@ from mmt.train import (
     length_batches,
     mmt_loss,
 )
-from settings.runtime import Runtime
 
 MULTI30K_PAIRS = 29_000  # sentence pairs of one fine-tuning epoch on Multi30K (the implied epoch time)
 

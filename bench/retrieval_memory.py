@@ -60,7 +60,7 @@ import torch
 from features.store import FeatureStore
 from retrieval.data import BalancedSampler, Caption, encode_captions
 from retrieval.losses import RankingLoss
-from retrieval.registry import build_model, make_config
+from retrieval.zoo.registry import build_model, make_config
 from retrieval.train import TrainConfig, _ranking_step
 from retrieval.vocab import Vocabulary
 

@@ -9,7 +9,7 @@ tokens from a 10,000-word vocabulary (Flickr30K captions average about 12 words)
 How: ``retrieval.train._ranking_step``, the call ``fit`` makes per batch (captions padded, the batch's images
 read, converted to float32 and moved to the device, both encoders, the similarity matrix and the model's own
 ranking loss, ``RankingLoss("auto").for_model``: harder negatives for SAN, max-violation for SCAN, under the
-pipeline's autocast from ``settings.runtime``; backward, clipping at 2, one Adam step), on batches from the
+pipeline's autocast from ``common.runtime``; backward, clipping at 2, one Adam step), on batches from the
 trainer's ``BalancedSampler``. ``--warmup`` untimed steps, then ``--steps`` timed ones, the device synchronised
 before and after (the step reads its loss value, as in training, so steps do not queue up).
 Epoch: ceil(145,000 / 128) = 1,133 steps (Multi30K/Flickr30K: 29,000 images x 5 captions); the implied epoch
@@ -21,7 +21,7 @@ time is 1,133 / steps/s, validation left out. Goal on one H100: < 2 minutes, i.e
     torchrun --nproc-per-node 2 bench/retrieval_train.py --small --threads 1   # data-parallel: the same global batch
 
 Under torchrun each process encodes its share of every batch and the loss runs on the gathered embeddings
-(settings/distributed.py), so steps/s are those of the whole job; rank 0 prints.
+(common/distributed.py), so steps/s are those of the whole job; rank 0 prints.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ from benchkit import (
     timed,
 )
 
+from common import distributed
+from common.runtime import Runtime
 from retrieval.data import BalancedSampler, CaptionSet
 from retrieval.losses import RankingLoss
-from retrieval.registry import build_model, make_config
 from retrieval.train import TrainConfig, _ranking_step
-from settings import distributed
-from settings.runtime import Runtime
+from retrieval.zoo.registry import build_model, make_config
 
 EPOCH_CAPTIONS = 145_000  # Multi30K / Flickr30K training captions: 29,000 images x 5
 GOAL_EPOCH_S = 120.0
@@ -140,7 +140,7 @@ def main() -> None:
     if distributed.under_torchrun():  # `torchrun --nproc-per-node N bench/retrieval_train.py`: the data-parallel step
         runtime = Runtime(distributed.start(runtime.device), runtime.precision)
         joint = distributed.together()
-        if not distributed.leads():
+        if not distributed.is_rank_zero():
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - rank 0 reports; the others stay quiet until exit
     with joint:
         run(args, runtime)

@@ -25,7 +25,7 @@
     the evaluation time. Goal for SCAN on one H100: < 30 s.
 
 Device and precision: everything runs on ``--device``. The full-set vectorised scoring of (a) and all of (b)
-run under the pipeline's autocast (``settings.runtime``; bf16 by default on CUDA); with bf16, (a) also scores
+run under the pipeline's autocast (``common.runtime``; bf16 by default on CUDA); with bf16, (a) also scores
 the full set in fp32 and compares R@K. The loops' matched timings and the identity check compare algorithms,
 so they run without autocast (fp32, and float64 for the check).
 
@@ -61,14 +61,14 @@ from benchkit import (
 from benchkit import timed as device_timed
 from torch import Tensor
 
+from common.runtime import Runtime
 from retrieval.data import images_of
 from retrieval.encoders import l2norm
 from retrieval.evaluation import rank_metrics
 from retrieval.inference import encode_images, encode_texts, similarity_matrix
 from retrieval.model import Embedded
-from retrieval.san import SAN, SANConfig
-from retrieval.scan import SCAN, SCANConfig
-from settings.runtime import Runtime
+from retrieval.zoo.san import SAN, SANConfig
+from retrieval.zoo.scan import SCAN, SCANConfig
 
 EPS = 1e-8
 SHARD = 128  # the reference's shard size in both axes

@@ -43,10 +43,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from common.checks import check
+from common.errors import InputError
+from common.files import atomic_dir, write_text
 from corpora.image_files import read_size
-from corpora.io import InputError, atomic_dir, write_text
 from corpora.tables import SPLITS, validate_captions, validate_images
-from settings.checks import check
 
 if TYPE_CHECKING:
     from datasets import Dataset, Features

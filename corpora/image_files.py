@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 from PIL import Image
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.tables import images_table
 
 MAX_SHOWN = 5  # how many offending images an error message lists

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from common.checks import check_range
+from common.errors import InputError
+from common.files import read_json
 from corpora.human_captions import comparable_corpus
 from corpora.image_files import ListedImage
-from corpora.io import InputError, read_json
 from corpora.languages import check_language
 from corpora.prepared import Corpus
-from settings.checks import check_range
 
 KARPATHY_SPLITS = ("train", "val", "test", "restval")
 

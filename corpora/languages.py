@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corpora.io import InputError
-from settings.checks import SettingError, check
+from common.checks import SettingError, check
+from common.errors import InputError
 
 ISO_639_1: frozenset[str] = frozenset(
     """

@@ -40,9 +40,11 @@ from typing import Any, Literal
 import pyarrow as pa
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
+from common.checks import check_not_empty
+from common.errors import InputError
+from common.files import parse_json, read_lines
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
-from corpora.io import InputError, parse_json, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
 from corpora.tables import (
@@ -53,7 +55,6 @@ from corpora.tables import (
     contrastive_table,
     image_dependent_table,
 )
-from settings.checks import check_not_empty
 
 Task = Literal["task1", "task2"]
 TASKS: tuple[Task, ...] = ("task1", "task2")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from common.errors import InputError
+from common.files import atomic_dir
 from corpora import tables
-from corpora.io import InputError, atomic_dir
 
 IMAGE_DEPENDENT_FILE = "image_dependent.parquet"  # optional: Corpus.image_dependent
 CONTRASTIVE_FILE = "contrastive.parquet"  # optional: Corpus.contrastive

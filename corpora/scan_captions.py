@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.checks import check_range
+from common.errors import InputError
+from common.files import read_lines
 from corpora.human_captions import comparable_corpus
 from corpora.image_files import ListedImage
-from corpora.io import InputError, read_lines
 from corpora.languages import check_language
 from corpora.prepared import Corpus
 from corpora.tables import SPLITS, check_split_keys
-from settings.checks import check_range
 
 
 @dataclass(frozen=True)

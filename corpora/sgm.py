@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpora.io import InputError, read_lines
+from common.errors import InputError
+from common.files import read_lines
 
 _TAG = re.compile(r"<doc\b(?P<doc>[^>]*)>|<seg\b(?P<seg>[^>]*)>(?P<text>.*?)</seg\s*>", re.DOTALL | re.IGNORECASE)
 _SEG_OPEN = re.compile(r"<seg\b", re.IGNORECASE)

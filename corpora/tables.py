@@ -23,9 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpora.io import InputError, atomic_path
+from common.checks import SettingError
+from common.errors import InputError
+from common.files import atomic_path
 from corpora.languages import ISO_639_1
-from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
 ORIGINS = ("human", "mt", "mmt")

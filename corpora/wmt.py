@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from corpora.io import InputError, read_parallel_lines
+from common.errors import InputError
+from common.files import read_parallel_lines
 from corpora.languages import check_language
 from corpora.sgm import read_sgm_pair
 from corpora.tables import SPLITS, check_split_keys, parallel_table

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpora.io import InputError
+from common.errors import InputError
 
 BOX_COLUMNS = ("x0", "y0", "x1", "y1")
 

@@ -30,11 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from corpora.io import InputError, atomic_path, file_sha256
+from common.checks import check_not_empty, check_positive, check_range
+from common.errors import InputError
+from common.files import atomic_path, file_sha256
 from features.boxes import GivenBoxes
 from features.images import BadImageError, load_rgb
 from features.regions import ImageRegions
-from settings.checks import check_not_empty, check_positive, check_range
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from corpora.io import InputError, read_json, write_text
+from common.errors import InputError
+from common.files import read_json, write_text
 from features.images import BadImageError, load_rgb
 from features.merge import merge_stores
 from features.regions import ImageRegions

@@ -15,10 +15,13 @@ from typing import Literal
 
 import pyarrow as pa
 
-from corpora.io import InputError, file_sha256, file_stamp
+from common.checks import SettingError, check, check_range
+from common.errors import InputError
+from common.files import file_sha256, file_stamp
+from common.runtime import Runtime
+from features.bottom_up.extractor import BUTDExtractor, BUTDSettings
+from features.bottom_up.weights import load_detector
 from features.boxes import read_given_boxes
-from features.butd_extractor import BUTDExtractor, BUTDSettings
-from features.checkpoints import load_detector
 from features.compact import (
     CompactExtractor,
     CompactPreset,
@@ -30,8 +33,6 @@ from features.compact import (
 from features.extraction import ImageJob, RegionExtractor
 from features.importers import ImportConfig, import_butd_tsv, import_scan_splits
 from features.regions import RegionConfig, RegionSelection, max_regions
-from settings.checks import SettingError, check, check_range
-from settings.runtime import Runtime
 
 
 @dataclass(frozen=True)

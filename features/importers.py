@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.tables import check_split_keys
 from features.npy import NpyLayout, read_layout, read_rows
 from features.regions import ImageRegions

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.io import InputError
+from common.errors import InputError
 from features.store import FeatureStore, FeatureStoreWriter
 
 AGREEING_META = ("extractor", "checkpoint_sha256", "max_regions", "dim", "config")

@@ -16,7 +16,7 @@ from types import TracebackType
 
 import numpy as np
 
-from corpora.io import InputError
+from common.errors import InputError
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 

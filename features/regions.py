@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from settings.checks import check_fraction, check_range
+from common.checks import check_fraction, check_range
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpora.io import InputError, atomic_dir, user_cache_dir
+from common.errors import InputError
+from common.files import atomic_dir, user_cache_dir
 from features.npy import RowWriter, create_npy, read_row_set, read_rows
 from features.regions import ImageRegions
 from features.store_format import FILES, INDEX_SCHEMA, checked_layout, make_meta, read_index, read_meta, row_numbers

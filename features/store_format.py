@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpora.io import InputError, read_json
+from common.errors import InputError
+from common.files import read_json
 from features.npy import NpyLayout, read_layout
 
 FILES = ("regions.npy", "boxes.npy", "index.parquet", "meta.json")

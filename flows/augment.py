@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_table_artifact
 
-from corpora.io import atomic_dir, write_text
+from common.files import atomic_dir, write_text
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import VARIANTS, Variant, build_variant
 from mmt.diversity import lexical_diversity
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 
 

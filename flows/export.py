@@ -15,13 +15,14 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
+from common.errors import InputError
+from common.files import atomic_dir
 from corpora.hf_dataset import CardInfo
-from corpora.io import InputError, atomic_dir
 from corpora.tables import read_images
 from features.store import FeatureStore
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.augment import Variant
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 from tasks.export import export_caption_variant
 

@@ -11,13 +11,13 @@ from pathlib import Path
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 
-from corpora.io import write_json
+from common.files import write_json
+from common.runtime import Runtime
 from corpora.tables import read_images
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
 from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter, FeaturesConfig
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
-from settings.runtime import Runtime
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner
 from tasks import artifact_key
 from tasks.features import (
     assemble_store,

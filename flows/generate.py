@@ -9,8 +9,8 @@ from prefect import flow, tags
 
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 from tasks.data import generate_synthetic_dataset, publish_counts
 

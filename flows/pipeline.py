@@ -22,7 +22,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
-from flows.stage import PIPELINE_RUN_ENV
+from mmtr.stage import PIPELINE_RUN_ENV
 from tasks import progress_artifact
 
 # what `dvc repro` prints about each stage (DVC 3)

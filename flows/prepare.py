@@ -10,8 +10,8 @@ from prefect import flow, tags
 from corpora.adapters import PrepareConfig
 from corpora.languages import Languages
 from corpora.prepared import count_captions
-from flows.params import CorpusParams, Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from mmtr.params import CorpusParams, Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 from tasks.data import publish_counts, read_captioned_images, write_prepared_tables
 

@@ -10,8 +10,8 @@ from prefect import flow, tags
 from corpora.languages import Languages
 from corpora.prepared import count_parallel
 from corpora.wmt import ParallelConfig
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 from tasks.data import publish_counts, read_parallel_text, write_parallel_text
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from prefect import flow, tags
 
-from corpora.io import atomic_dir
+from common.files import atomic_dir
 from corpora.tables import read_images
-from flows.params import Params
-from flows.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
-from retrieval.report import ReportContext
+from mmtr.params import Params
+from mmtr.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
+from report.results import ReportContext
 from tasks import artifact_key
-from tasks.retrieval import write_report
+from tasks.report import write_report
 
 SAMPLES = 6  # images with their synthesized captions on the page
 

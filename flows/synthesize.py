@@ -16,14 +16,14 @@ from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from corpora.io import write_text
+from common.files import write_text
+from common.runtime import Runtime
 from corpora.prepared import read_prepared
-from flows.params import Params, ParamsError
-from flows.stage import named, run_stage, run_tags, stage_parser, task_runner
 from mmt.diversity import round_trip_changes
 from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
-from settings.runtime import Runtime
+from mmtr.params import Params, ParamsError
+from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner
 from tasks import artifact_key, progress_artifact
 from tasks.mmt import translate_shard, write_synthesized
 

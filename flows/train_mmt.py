@@ -22,15 +22,15 @@ from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ProcessPoolTaskRunner
 
-from corpora.io import staged_children
+from common.distributed import joined
+from common.files import staged_children
+from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
-from flows.params import Params, ParamsError
-from flows.stage import named, run_stage, run_tags, stage_parser
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM, SystemsConfig
-from settings.distributed import joined
-from settings.runtime import Runtime, cpu_threads, use_cpu_threads
+from mmtr.params import Params, ParamsError
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
 from tasks.mmt import DirectionJob, train_direction
 

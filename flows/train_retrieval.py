@@ -17,14 +17,15 @@ from typing import Any
 
 from prefect import flow, tags
 
-from corpora.io import InputError, atomic_dir
+from common.errors import InputError
+from common.files import atomic_dir
+from common.runtime import Runtime
 from corpora.languages import Languages
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from retrieval.experiment import RetrievalConfig, replicate_seeds, run_name
-from retrieval.registry import MODELS
 from retrieval.roles import PRESETS
-from settings.runtime import Runtime
+from retrieval.zoo.registry import MODELS
 from tasks import artifact_key
 from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_history, write_retrieval_metrics
 

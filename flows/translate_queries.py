@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import flow, tags
 
-from corpora.io import atomic_dir, write_json
+from common.files import atomic_dir, write_json
+from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from corpora.tables import write_parquet
-from flows.params import Params
-from flows.stage import named, run_stage, run_tags, stage_parser
-from settings.runtime import Runtime
+from mmtr.params import Params
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks.mmt import translate_texts
 
 

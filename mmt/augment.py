@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from common.checks import SettingError, check, check_range
 from corpora.tables import validate_captions
 from mmt.synthesis import MAX_HOPS, Origin
-from settings.checks import SettingError, check, check_range
 
 VARIANT_NAME = re.compile(r"[a-z][a-z0-9_]*")  # no hyphen: retrieval run names are <model>-<variant>-<role>
 _SYSTEM_LABELS: dict[Origin, str] = {"mt": "MT", "mmt": "MMT"}

@@ -1,6 +1,6 @@
 """Saving and loading :class:`~mmt.model.RegionalMMT` checkpoints (``pretrain``, ``finetune`` in a system folder).
 
-A checkpoint is two files (:mod:`corpora.weights`): ``<name>.safetensors``, the weights, and ``<name>.json``,
+A checkpoint is two files (:mod:`common.checkpoints`): ``<name>.safetensors``, the weights, and ``<name>.json``,
 ``{"config": asdict(MMTConfig), "shape": asdict(MMTShape), "extra": ...}`` with the weights file's sha256.
 Functions take the checkpoint's stem path (``<folder>/finetune``) or one of its file names; a ``<name>.pt`` of
 the earlier format (one ``torch.save`` dict that also holds the ``state_dict``) is still read, with
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from corpora.io import InputError
-from corpora.weights import CheckpointFiles, update_fields, write_checkpoint
-from corpora.weights import read_checkpoint as read_checkpoint_files
+from common.checkpoints import CheckpointFiles, update_fields, write_checkpoint
+from common.checkpoints import read_checkpoint as read_checkpoint_files
+from common.errors import InputError
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 
 PathLike = str | os.PathLike[str]

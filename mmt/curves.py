@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from corpora.io import InputError
+from common.errors import InputError
 
 PHASES = ("pretrain", "finetune")
 COLUMNS = ("phase", "step", "phase_step", "epoch", "loss", "val_bleu")

@@ -21,9 +21,10 @@ import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 
-from corpora.io import InputError, atomic_dir
+from common.checks import SettingError, check, check_fraction, check_positive, check_range
+from common.errors import InputError
+from common.files import atomic_dir
 from mmt.text import train_sentencepiece
-from settings.checks import SettingError, check, check_fraction, check_positive, check_range
 
 # transformers takes seconds to import, and every stage imports this module for its settings (MarianSettings):
 # the functions that build, load or run a model import it themselves

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from settings.checks import check_fraction, check_range
+from common.checks import check_fraction, check_range
 
 
 @dataclass(frozen=True)

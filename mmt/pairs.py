@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.prepared import Corpus
 from corpora.tables import SPLITS
 from features.store import FeatureStore

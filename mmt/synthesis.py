@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpora.io import atomic_path
+from common.checks import check_not_empty, check_range
+from common.files import atomic_path
 from corpora.tables import CAPTIONS_SCHEMA
-from settings.checks import check_not_empty, check_range
 
 Origin = Literal["mt", "mmt"]
 MAX_HOPS = 8  # each pass costs a full decoding of the captions; beyond a few, paraphrases only drift further

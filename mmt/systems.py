@@ -24,8 +24,12 @@ from typing import Literal
 
 import torch
 
-from corpora.io import InputError, atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
-from corpora.weights import checkpoint_files, checkpoint_stem
+from common.checkpoints import checkpoint_files, checkpoint_stem
+from common.checks import check, check_choice, check_not_empty, check_range
+from common.distributed import gather_objects, is_writer, share
+from common.errors import InputError
+from common.files import atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
+from common.runtime import Runtime
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
 from mmt.marian import MarianSettings, MarianTranslator, train_marian
@@ -43,9 +47,6 @@ from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig, fit
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
-from settings.checks import check, check_choice, check_not_empty, check_range
-from settings.distributed import gather_objects, is_writer, share
-from settings.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class SystemRequest:
 @dataclass(frozen=True)
 class Backend:
     multimodal: bool  # reads the image regions of each sentence
-    data_parallel: bool  # trains under torchrun with the other ranks (settings.distributed); else on rank 0 alone
+    data_parallel: bool  # trains under torchrun with the other ranks (common.distributed); else on rank 0 alone
     train: Callable[[SystemRequest], float | None]  # writes the system folder; the best validation score if any
     load: Callable[[Path, FeatureStore | None, Runtime], Translator]
     weights_file: Callable[[Path], Path]  # the file that identifies the trained weights

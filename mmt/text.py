@@ -20,8 +20,9 @@ from pathlib import Path
 import sentencepiece as spm
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
-from corpora.io import InputError, atomic_path, read_json, write_text
-from settings.checks import check_range
+from common.checks import check_range
+from common.errors import InputError
+from common.files import atomic_path, read_json, write_text
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Conventions (nmtpytorch TRAIN_DEFAULTS): Adam 4e-4, gradient-norm clipping at 5,
 validation at every epoch end (or every ``eval_every`` batches), early stopping after ``patience``
 validations without improvement, best weights restored at the end.
 
-Under torchrun (settings/distributed.py) each rank computes the loss of its share of every batch over the whole
+Under torchrun (common/distributed.py) each rank computes the loss of its share of every batch over the whole
 batch's token count, gradients are summed, and validation decodes a share per rank: the same steps as one process.
 """
 
@@ -23,12 +23,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from common.checks import check_positive, check_range
+from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 from features.store import RegionLookup
 from mmt.beam import evaluating
 from mmt.checkpoint import VISUAL_PREFIXES, read_checkpoint, save_mmt
 from mmt.model import MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
-from settings.checks import check_positive, check_range
-from settings.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def share_loss(
     device: torch.device,
 ) -> torch.Tensor:
     """This data-parallel rank's part of the loss of the batch ``indices``: the summed cross-entropy of its share
-    (:func:`settings.distributed.share`) over the whole batch's target tokens, so that the parts, and their
+    (:func:`common.distributed.share`) over the whole batch's target tokens, so that the parts, and their
     gradients, sum to the mean loss of one process on the whole batch (which it is, in one process)."""
     if world_size() == 1:
         batch, tgt_in, tgt_out = collate(examples, indices, regions=regions, shape=model.shape, device=device)

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from corpora.io import InputError
-from corpora.weights import checkpoint_files
+from common.checkpoints import checkpoint_files
+from common.errors import InputError
 from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import check_text_pipeline, load_mmt

@@ -1,6 +1,6 @@
 """The checkpoint ``model`` of a trained retrieval model: weights, model name and config, vocabulary, language types.
 
-Two files (:mod:`corpora.weights`): ``model.safetensors``, the weights, and ``model.json``, everything else (model
+Two files (:mod:`common.checkpoints`): ``model.safetensors``, the weights, and ``model.json``, everything else (model
 name, config, vocabulary, language types and weights, region size, caption length, ``extra``) with the weights
 file's sha256. Functions take the checkpoint's stem path (``<run>/model``) or one of its file names; a ``model.pt``
 of the earlier format (one ``torch.save`` dict that also holds the ``state_dict``) is still read, with
@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from corpora.io import InputError
-from corpora.weights import read_checkpoint, write_checkpoint
+from common.checkpoints import read_checkpoint, write_checkpoint
+from common.errors import InputError
 from retrieval.model import RetrievalModel
-from retrieval.registry import UnknownModelError, build_model, make_config
 from retrieval.vocab import Vocabulary
+from retrieval.zoo.registry import UnknownModelError, build_model, make_config
 
 PathLike = str | os.PathLike[str]
 KEYS = {"model", "config", "vocab", "type_names", "type_weights", "region_dim", "max_len", "state_dict", "extra"}

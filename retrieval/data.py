@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from corpora.io import InputError
+from common.errors import InputError
 from features.store import RegionLookup
 from retrieval.model import ImageBatch, TextBatch
 from retrieval.vocab import EmptyCaptionError, Vocabulary

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from corpora.io import InputError
+from common.errors import InputError
 
 RNNKind = Literal["lstm", "gru"]
 Combine = Literal["concat", "mean"]

@@ -20,20 +20,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
-from corpora.io import InputError
+from common.checks import SettingError, check_not_empty, check_range
+from common.distributed import is_writer
+from common.errors import InputError
+from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
 from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
-from retrieval.registry import MODELS, build_model, make_config
 from retrieval.roles import PLACEHOLDERS, PRESETS, LanguageRole, ResolvedRole, check_role_name
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import VocabConfig, Vocabulary
-from settings.checks import SettingError, check_not_empty, check_range
-from settings.distributed import is_writer
-from settings.runtime import Runtime
+from retrieval.zoo.registry import MODELS, build_model, make_config
 
 logger = logging.getLogger(__name__)
 

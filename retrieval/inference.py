@@ -11,11 +11,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from common.checks import check_range
+from common.distributed import gather, share, world_size
 from retrieval.data import CaptionSet, RegionLookup, chunks, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics, folded_metrics, rank_metrics
 from retrieval.model import Embedded, RetrievalModel
-from settings.checks import check_range
-from settings.distributed import gather, share, world_size
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
 

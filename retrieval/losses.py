@@ -28,8 +28,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from common.checks import SettingError, check, check_choice, check_range
 from retrieval.model import LossKind
-from settings.checks import SettingError, check, check_choice, check_range
 
 NEG_INF = float("-inf")
 DISTANCE_EPS = 1e-4  # EmbN's pdist: sqrt(|x - y|^2 + 1e-4)

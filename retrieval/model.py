@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from settings.distributed import gather, world_size
+from common.distributed import gather, world_size
 
 LossKind = Literal["harder", "max_violation", "sum", "topk"]
 
@@ -81,7 +81,7 @@ class Embedded:
         return Embedded(self.vectors[start:stop], mask)
 
     def gathered(self) -> Embedded:
-        """Every data-parallel rank's items in rank order, extras included (:func:`settings.distributed.gather`:
+        """Every data-parallel rank's items in rank order, extras included (:func:`common.distributed.gather`:
         differentiable, sets padded with mask False); itself in one process."""
         if world_size() == 1:
             return self
@@ -130,7 +130,7 @@ class BatchContext:
 
 
 class RetrievalModel(nn.Module, ABC):
-    """Base class of the registered retrieval models (see :mod:`retrieval.registry`).
+    """Base class of the registered retrieval models (see :mod:`retrieval.zoo.registry`).
 
     Subclasses set ``name``, implement the two encoders and, when the embeddings are not single l2-normalised
     vectors scored by cosine, :meth:`similarity`. Constructors take ``(config, *, vocab_size, languages,

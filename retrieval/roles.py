@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from settings.checks import SettingError, check, check_not_empty
+from common.checks import SettingError, check, check_not_empty
 
 ORIGINS = ("human", "synthetic", "mt", "mmt")
 PLACEHOLDERS = ("pivot", "targets")

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from corpora.io import InputError, atomic_path
+from common.errors import InputError
+from common.files import atomic_path
 from retrieval.checkpoint import LoadedModel
 from retrieval.data import RegionLookup
 from retrieval.inference import encode_images, evaluating, similarity_matrix

@@ -9,7 +9,7 @@ and synthesized captions in equal portions (section 3.3). Options:
 - a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
 Deterministic on the CPU for a given seed and thread count.
 
-Under torchrun (settings/distributed.py) each rank encodes its share of every batch, the loss sees the gathered
+Under torchrun (common/distributed.py) each rank encodes its share of every batch, the loss sees the gathered
 embeddings of the whole batch, and gradients are averaged: the same steps as one process on the same batch.
 """
 
@@ -27,13 +27,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from common.checks import check_fraction, check_positive, check_range
+from common.distributed import broadcast_parameters, reduce_gradients, share
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
-from settings.checks import check_fraction, check_positive, check_range
-from settings.distributed import broadcast_parameters, reduce_gradients, share
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from settings.checks import check_range
+from common.checks import check_range
 
 PAD, UNK = 0, 1
 SPECIALS = ("<pad>", "<unk>")

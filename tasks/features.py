@@ -14,7 +14,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 from tqdm import tqdm
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.tables import read_images
 from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_into_ledger
 from features.extractors import (

@@ -13,7 +13,10 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import InputError, write_json, write_text, write_tsv
+from common.distributed import run_on_every_rank
+from common.errors import InputError
+from common.files import write_json, write_text, write_tsv
+from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
@@ -24,8 +27,6 @@ from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
 from mmt.systems import SystemRequest, SystemsConfig
 from mmt.text import SubwordConfig
-from settings.distributed import lead
-from settings.runtime import Runtime
 from tasks import artifact_key, progress_artifact
 
 
@@ -63,10 +64,10 @@ def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir:
                        runtime: Runtime) -> float:  # fmt: skip
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     report = fit_progress(f"pretrain {Path(model_dir).name}", config.pretrain.epochs)
-    # under torchrun the other ranks train along (settings.distributed); only this one reports and writes
+    # under torchrun the other ranks train along (common.distributed); only this one reports and writes
     call = functools.partial(systems.pretrain, data, config, model_dir=Path(model_dir), region_dim=region_dim,
                              seed=seed, runtime=runtime)  # fmt: skip
-    score = lead(call, here=functools.partial(call, on_validation=report))
+    score = run_on_every_rank(call, here=functools.partial(call, on_validation=report))
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", f"pretrain {Path(model_dir).name}")
     return score
 
@@ -77,7 +78,7 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
     report = fit_progress(f"finetune {request.out_dir.name}", request.config.finetune.epochs)
     here = functools.partial(systems.train_system, backend, dataclasses.replace(request, on_validation=report))
     if systems.BACKENDS[backend].data_parallel:  # the other torchrun ranks, if any, train along
-        score = lead(functools.partial(systems.train_system, backend, request), here=here)
+        score = run_on_every_rank(functools.partial(systems.train_system, backend, request), here=here)
     else:
         score = here()
     publish_history(request.out_dir / f"{FINETUNE}.history.tsv", f"finetune {request.out_dir.name}")

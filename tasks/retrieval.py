@@ -1,23 +1,25 @@
-"""Prefect tasks around :mod:`retrieval`: train one run, test it, write the report. Thin: reading the tables,
-training, evaluation and the report live in ``retrieval/`` (and the MT systems of translate-search in ``mmt/``)."""
+"""Prefect tasks around :mod:`retrieval`: train one run, test it. Thin: reading the tables,
+training and evaluation live in ``retrieval/`` (and the MT systems of translate-search in ``mmt/``)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.artifacts import (
-    create_markdown_artifact,
     create_table_artifact,
     update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
 
-from corpora.io import InputError, read_json, write_json, write_text, write_tsv
+from common.distributed import run_on_every_rank
+from common.errors import InputError
+from common.files import write_json, write_tsv
+from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, load_retrieval
 from retrieval.experiment import (
@@ -32,17 +34,7 @@ from retrieval.experiment import (
     train_model,
     translate_search,
 )
-from retrieval.report import (
-    ReportContext,
-    diversity_markdown,
-    results_html,
-    results_markdown,
-    sample_captions,
-    translation_markdown,
-)
 from retrieval.roles import ResolvedRole
-from settings.distributed import lead
-from settings.runtime import Runtime
 from tasks import progress_artifact
 
 
@@ -65,10 +57,10 @@ def train_retrieval_model(
         update_progress_artifact(artifact_id=progress, progress=100.0 * (int(entry["epoch"]) + 1) / epochs,
                                  description=note)  # fmt: skip
 
-    # under torchrun the other ranks train along (settings.distributed); only this one reports and writes
+    # under torchrun the other ranks train along (common.distributed); only this one reports and writes
     call = functools.partial(train_model, config, model_name, role, Path(captions_path), Path(store_path),
                              Path(word_vectors), Path(out_dir), seed=seed, runtime=runtime)  # fmt: skip
-    result = lead(call, here=functools.partial(call, on_epoch=on_epoch))
+    result = run_on_every_rank(call, here=functools.partial(call, on_epoch=on_epoch))
     rows = history_rows(result.history, seed)
     table = [rounded(row) for row in rows]
     description = f"{run} (seed {seed}): every epoch (best: epoch {result.best_epoch})"
@@ -153,40 +145,3 @@ def _pretranslated(path: Path) -> Translate:
         return [known[text] for text in texts]
 
     return translate
-
-
-@task(cache_policy=NO_CACHE, persist_result=False)
-def write_report(
-    metrics_dir: str, synthesized: list[str], prepared: str, images: str, out_dir: str, samples: int,
-    variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
-    context: ReportContext, key: str, runs: Sequence[str],
-) -> str:  # fmt: skip
-    """``results.md`` and ``index.html`` from ``<run>.json`` in ``metrics_dir`` for each of ``runs`` that has one (the
-    ``<model>-<variant>-<role>`` runs the params name: files of runs since dropped from them are left out), with the
-    caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
-    translation systems' ``translation/<system>.json`` (train_mmt's), and ``samples`` train images with a human caption
-    and what each system synthesized from it (``synthesized``: synthesize's caption files); variants are shown by
-    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
-    files = [Path(metrics_dir) / f"{run}.json" for run in runs]
-    found = [path for path in files if path.is_file()]
-    if not found:
-        raise InputError(f"{metrics_dir}: no retrieval metrics files of the runs the params name (run the "
-                         f"train_retrieval stages first)")  # fmt: skip
-    if len(found) < len(files):  # a partial grid run by hand: table what is there, say what is not
-        missing = [path.stem for path in files if not path.is_file()]
-        get_run_logger().warning("No metrics yet for %d of %d runs: %s", len(missing), len(files), ", ".join(missing))
-    results = {path.stem: read_json(path) for path in found}
-    if not Path(diversity).is_file():
-        raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
-    lexical = read_json(diversity)
-    changes = {path.stem: read_json(path) for path in sorted(Path(round_trips).glob("*.json"))}
-    # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
-    scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
-    systems = {path.stem: read_json(path) for path in scored}
-    sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
-    markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
-    pages = sample_captions([Path(path) for path in synthesized], Path(prepared), Path(images), samples)
-    write_text(Path(out_dir) / "results.md", markdown)
-    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections, context))
-    create_markdown_artifact(key=key, markdown=markdown, description="Retrieval results")
-    return markdown

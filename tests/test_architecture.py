@@ -1,8 +1,9 @@
-"""The import rule of the layers: flows -> tasks -> library (corpora, features, mmt, retrieval) -> settings.
+"""The import rule of the layers: flows -> tasks -> library (corpora, features, mmt, retrieval) -> common; the
+application (mmtr) and the report sit beside flows.
 
 Library packages are plain Python/PyTorch: they import neither Prefect, DVC nor YAML, and never the layers
-above them; ``tasks`` never imports ``flows``; ``settings`` imports no other package of the project. Every
-import counts, including those inside functions.
+above them; ``tasks`` never imports ``flows`` nor the application, which never imports ``flows``; ``common``
+imports no other package of the project. Every import counts, including those inside functions.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PROJECT = ("settings", "corpora", "features", "mmt", "retrieval", "tasks", "flows")
+PROJECT = ("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows")
 LIBRARY = ("corpora", "features", "mmt", "retrieval")
 
 # package -> top-level modules it must never import
 FORBIDDEN: dict[str, set[str]] = {
-    "settings": {"prefect", "dvc", "yaml", "corpora", "features", "mmt", "retrieval", "tasks", "flows"},
-    **{package: {"prefect", "prefect_dask", "dvc", "yaml", "tasks", "flows"} for package in LIBRARY},
-    "tasks": {"flows", "dvc", "yaml"},
+    "common": {"prefect", "dvc", "yaml", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows"},
+    **{package: {"prefect", "prefect_dask", "dvc", "yaml", "report", "mmtr", "tasks", "flows"} for package in LIBRARY},
+    "report": {"prefect", "prefect_dask", "dvc", "yaml", "mmtr", "tasks", "flows"},
+    "tasks": {"flows", "mmtr", "dvc", "yaml"},
+    "mmtr": {"flows"},
 }
-# device choice happens once, in settings.runtime; library code creates tensors on the inputs' device
+# device choice happens once, in common.runtime; library code creates tensors on the inputs' device
 DEVICE_CALLS = ("cuda.is_available", ".cuda(")
 
 
@@ -59,9 +62,9 @@ def test_every_layer_imports_only_what_lies_below_it() -> None:
     assert violations(REPO, FORBIDDEN) == []
 
 
-@pytest.mark.parametrize("package", ("settings", *LIBRARY))
+@pytest.mark.parametrize("package", ("common", *LIBRARY, "report"))
 def test_library_code_never_picks_a_device_itself(package: str) -> None:
-    allowed = {REPO / "settings" / "runtime.py"}
+    allowed = {REPO / "common" / "runtime.py"}
     found = [
         f"{path.relative_to(REPO)}:{number}"
         for path in sorted((REPO / package).rglob("*.py"))
@@ -106,8 +109,8 @@ def test_library_logs_reach_the_console_and_the_prefect_ui() -> None:
 
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
 
-    from flows.stage import _show_library_progress
+    from mmtr.stage import _show_library_progress
 
-    assert set(PREFECT_LOGGING_EXTRA_LOGGERS.value()) == {"settings", *LIBRARY}
+    assert set(PREFECT_LOGGING_EXTRA_LOGGERS.value()) == {"common", *LIBRARY, "report"}
     _show_library_progress()
-    assert all(logging.getLogger(f"{name}.module").getEffectiveLevel() == logging.INFO for name in LIBRARY)
+    assert all(logging.getLogger(f"{name}.module").getEffectiveLevel() == logging.INFO for name in (*LIBRARY, "report"))

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flows import cli
+from mmtr import cli
 from tests.params_text import with_a_duplicate_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -284,7 +284,7 @@ def test_numeric_arguments_out_of_range(argv: list[str], culprit: str, capsys: p
 def test_translate_input_that_is_missing_or_not_utf8(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.cli import read_input_lines
+    from mmtr.cli import read_input_lines
 
     missing = tmp_path / "nope.txt"
     with pytest.raises(cli.InputError, match=rf"^{re.escape(str(missing))}: cannot read it"):
@@ -303,7 +303,7 @@ def test_translate_input_that_is_missing_or_not_utf8(
 def test_debug_shows_the_traceback_of_the_same_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.params import ParamsError
+    from mmtr.params import ParamsError
 
     params = hostile_params(tmp_path, {"seed": -1})
     with pytest.raises(ParamsError, match=r"seed: got -1"):

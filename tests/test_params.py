@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.params import ParamsError, load_params, parse_params
+from mmtr.params import ParamsError, load_params, parse_params
 from tests.params_text import DUPLICATE_LINE, with_a_duplicate_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str
 
 def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, Any]) -> None:
     from mmt.augment import VARIANTS
-    from retrieval.registry import MODELS
+    from retrieval.zoo.registry import MODELS
 
     params = parse_params(tree)
     assert set(params.retrieval.models) <= set(MODELS)
@@ -272,23 +272,23 @@ def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
 
 def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> None:
     """The params reader composes the components' own config dataclasses: the only dataclasses defined in
-    flows/ are the pipeline's own (Params, paths, corpora and their roles, task runner, torchrun launch); everything
+    mmtr/ are the pipeline's own (Params, paths, corpora and their roles, task runner, torchrun launch); everything
     else is a library config."""
-    from flows.params import Params
+    from mmtr.params import Params
 
     reachable = _dataclasses_reachable_from(Params, set())
-    in_flows = {kind.__name__ for kind in reachable if kind.__module__.startswith("flows.")}
-    assert in_flows == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams", "DistributedParams"}
-    owners = {kind.__module__.split(".")[0] for kind in reachable} - {"flows"}
-    assert owners <= {"settings", "corpora", "features", "mmt", "retrieval"}
+    in_app = {kind.__name__ for kind in reachable if kind.__module__.startswith("mmtr.")}
+    assert in_app == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams", "DistributedParams"}
+    owners = {kind.__module__.split(".")[0] for kind in reachable} - {"mmtr"}
+    assert owners <= {"common", "corpora", "features", "mmt", "retrieval"}
     assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
             "MarianTrainConfig", "MMTConfig", "CompactTraining"} <= {kind.__name__ for kind in reachable}  # fmt: skip
 
 
 def test_every_library_config_with_defaults_is_valid_as_it_stands() -> None:
     """A config built from its defaults (in code, or for keys a params file leaves out) passes its own checks."""
-    from flows.params import Params
-    from retrieval.registry import MODELS
+    from mmtr.params import Params
+    from retrieval.zoo.registry import MODELS
 
     configs = _dataclasses_reachable_from(Params, set()) | {entry.config_type for entry in MODELS.values()}
 
@@ -316,7 +316,7 @@ def test_params_sections_are_library_configs(tree: dict[str, Any]) -> None:
 def test_check_params_lists_the_retrieval_runs_and_their_roles(
     tree: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows import cli
+    from mmtr import cli
 
     edited_tree = edited(edited(tree, "retrieval.roles", ["all", "pivot_only"]), "retrieval.models", ["san"])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited_tree))

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from corpora.io import InputError
-from flows import cli
-from flows.params import ParamsError, load_params
-from flows.profiles import PROFILES, REPLACED_WHOLE, apply_profile, load_profile, merge, profile_names, profile_summary
+from common.errors import InputError
+from mmtr import cli
+from mmtr.params import ParamsError, load_params
+from mmtr.profiles import PROFILES, REPLACED_WHOLE, apply_profile, load_profile, merge, profile_names, profile_summary
 
 REPO = Path(__file__).resolve().parents[1]
 

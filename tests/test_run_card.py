@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.run_card import resolve, run_card_markdown, stage_scope
+from mmtr.run_card import resolve, run_card_markdown, stage_scope
 from tasks import artifact_key
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.stage import git_commit, run_name, run_tags
+from mmtr.stage import git_commit, run_name, run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The torchrun command line a training stage starts itself with (flows.stage.torchrun_command)."""
+"""The torchrun command line a training stage starts itself with (mmtr.stage.torchrun_command)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from flows.params import DistributedParams
-from flows.stage import torchrun_command
+from mmtr.params import DistributedParams
+from mmtr.stage import torchrun_command
 
 
 def test_one_machine_gets_a_standalone_rendezvous_and_the_stage_arguments_unchanged() -> None:

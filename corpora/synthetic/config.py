@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.checks import check, check_range
 from corpora.synthetic.inventory import MAX_OBJECTS
-from settings.checks import check, check_range
 
 MIN_IMAGE_SIZE = 64  # below this the small shapes are a few pixels wide and their outlines merge
 

@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
 
-from corpora.io import InputError, atomic_dir, write_text
+from common.errors import InputError
+from common.files import atomic_dir, write_text
 from corpora.languages import Languages
 from corpora.synthetic import layout
 from corpora.synthetic.config import SplitCounts, SyntheticConfig

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from corpora.io import write_text
+from common.files import write_text
 from corpora.synthetic.scenes import Scene
 from corpora.tables import write_parquet
 

@@ -85,7 +85,7 @@ def test_missing_source_is_a_clear_error_and_writes_nothing(
 def test_inspect_shows_every_corpus_and_the_parallel_text(
     tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows import cli
+    from mmtr import cli
 
     cli.main(["inspect", str(tiny_dataset.prepared.parent), "--samples", "1"])
     out = capsys.readouterr().out

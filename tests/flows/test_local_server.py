@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows import local_server
+from mmtr import local_server
 
 pytestmark = pytest.mark.flow
 PRINT_URL = [sys.executable, "-c", "import os, sys; sys.exit(0 if os.environ['PREFECT_API_URL'] else 3)"]

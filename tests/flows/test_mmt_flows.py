@@ -10,10 +10,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from common.runtime import cpu_threads, use_cpu_threads
 from corpora.tables import read_captions
-from flows import augment, cli, synthesize, train_mmt
-from flows.params import load_params
-from settings.runtime import cpu_threads, use_cpu_threads
+from flows import augment, synthesize, train_mmt
+from mmtr import cli
+from mmtr.params import load_params
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
 

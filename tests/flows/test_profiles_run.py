@@ -18,8 +18,8 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from flows.profiles import load_profile, merge, profile_names
-from retrieval.report import split_run
+from mmtr.profiles import load_profile, merge, profile_names
+from report.results import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.flow

@@ -10,11 +10,12 @@ import pytest
 import torch
 import yaml
 
+from common.runtime import Runtime
 from corpora.prepared import read_prepared
-from flows import cli, report, train_retrieval, translate_queries
+from flows import report, train_retrieval, translate_queries
 from mmt.systems import load_system
-from retrieval.registry import MODELS
-from settings.runtime import Runtime
+from mmtr import cli
+from retrieval.zoo.registry import MODELS
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
 

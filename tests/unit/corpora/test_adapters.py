@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from common.checks import SettingError
+from common.config import build
 from corpora import tables
 from corpora.adapters import ADAPTERS, PrepareConfig, read_corpus
 from corpora.karpathy import KarpathyConfig, read_karpathy
@@ -15,8 +17,6 @@ from corpora.languages import Languages
 from corpora.multi30k import Multi30kConfig, Multi30kSplit
 from corpora.prepared import Corpus, count_captions, count_parallel
 from corpora.scan_captions import ScanCaptionsConfig
-from settings.build import build
-from settings.checks import SettingError
 from tests.unit.corpora.test_karpathy import coco_entry
 from tests.unit.corpora.test_multi30k import write_layout
 from tests.unit.corpora.test_scan_captions import write_caps

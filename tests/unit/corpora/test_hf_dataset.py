@@ -13,12 +13,12 @@ import pytest
 import yaml
 from PIL import Image
 
+from common.checks import SettingError
+from common.errors import InputError
 from corpora import tables
 from corpora.hf_dataset import HF_SPLITS, PROVENANCE, CardInfo, ExportConfig, export_variant
-from corpora.io import InputError
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
-from settings.checks import SettingError
 
 SIZES = {"a": (12, 8), "b": (10, 6), "c": (7, 5), "d": (9, 9)}  # image id -> (width, height)
 SPLIT_OF = {"a": "train", "b": "train", "c": "val", "d": "test"}
@@ -239,7 +239,7 @@ def test_export_config() -> None:
 
 
 def test_params_export_variants_must_be_built_by_augment() -> None:
-    from flows.params import ParamsError, parse_params
+    from mmtr.params import ParamsError, parse_params
 
     tree = yaml.safe_load((Path(__file__).resolve().parents[3] / "params.yaml").read_text(encoding="utf-8"))
     assert parse_params(tree).export == ExportConfig()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.karpathy import read_karpathy
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from corpora.io import InputError, write_text
+from common.errors import InputError
+from common.files import write_text
 from corpora.multi30k import MULTI30K_2016, Multi30kSplit, read_multi30k
 from corpora.prepared import read_prepared, write_prepared
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.io import InputError
+from common.errors import InputError
 from corpora.scan_captions import read_scan_captions
 
 SPLITS = {"train": "train", "val": "dev", "test": "test"}

@@ -15,15 +15,16 @@ import pytest
 from PIL import Image
 
 import corpora.synthetic.generator as generator_module
+from common.checks import SettingError
+from common.config import build
+from common.errors import InputError
+from common.files import read_lines
 from corpora.adapters import read_corpus
-from corpora.io import InputError, read_lines
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
 from corpora.synthetic.config import FlickrLikeConfig, NoiseConfig, ObjectRange, SplitCounts
 from corpora.synthetic.inventory import COLOUR_COVERS, COLOURS
-from settings.build import build
-from settings.checks import SettingError
 
 SPLITS = ("train", "val", "test")
 # No annotator noise here, so every caption must be true of its image (noise has tests of its own).

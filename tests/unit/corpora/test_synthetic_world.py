@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.io import read_lines
+from common.files import read_lines
 from corpora.languages import Languages
 from corpora.synthetic import SyntheticConfig, generate
 from corpora.synthetic.config import NoiseConfig, SplitCounts

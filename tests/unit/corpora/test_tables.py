@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from common.errors import InputError
 from corpora import tables
-from corpora.io import InputError
 from corpora.prepared import Corpus, read_prepared, write_prepared
 
 

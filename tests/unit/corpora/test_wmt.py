@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpora.io import InputError, write_text
+from common.errors import InputError
+from common.files import write_text
 from corpora.sgm import unescape
 from corpora.wmt import read_parallel_corpus, read_plain_pair
 

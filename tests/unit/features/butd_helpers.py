@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from features.butd import BottomUpAttention, BUTDConfig
+from features.bottom_up.model import BottomUpAttention, BUTDConfig
 
 TINY = BUTDConfig(
     blocks=(1, 2, 1, 1),

@@ -16,10 +16,13 @@ import torch
 from PIL import Image
 
 import features.compact
+from common.checks import SettingError
+from common.config import build
+from common.errors import InputError
+from common.runtime import Runtime
 from corpora import tables
-from corpora.io import InputError
+from features.bottom_up.extractor import BUTDSettings
 from features.boxes import read_given_boxes
-from features.butd_extractor import BUTDSettings
 from features.compact import (
     CompactConfig,
     CompactExtractor,
@@ -46,9 +49,6 @@ from features.importers import ImportConfig
 from features.probe import label_columns, linear_probe, probe_store, region_rows
 from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, ImageRegions, RegionConfig
 from features.store import FeatureStore, FeatureStoreWriter
-from settings.build import build
-from settings.checks import SettingError
-from settings.runtime import Runtime
 from tests.unit.features.test_importers import _tsv_rows, _write_tsv
 
 GIVEN = RegionConfig(mode="given", max_count=3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpora.io import InputError
+from common.errors import InputError
 from features.importers import import_butd_tsv, import_scan_npy, import_scan_splits
 from features.store import FeatureStore
 

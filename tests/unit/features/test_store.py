@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpora.io import InputError
+from common.errors import InputError
 from features.merge import merge_stores
 from features.regions import ImageRegions
 from features.store import FILES, FeatureStore, FeatureStoreWriter, UnknownImageError

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from common.checks import SettingError
 from corpora.tables import CAPTIONS_SCHEMA
 from mmt.augment import VARIANTS, AugmentConfig, Variant, build_variant
-from settings.checks import SettingError
 
 
 def test_presets_keep_their_hops_and_read_as_in_the_paper() -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from corpora.io import InputError, write_tsv
+from common.errors import InputError
+from common.files import write_tsv
 from mmt.curves import COLUMNS, learning_curve
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-from corpora.io import InputError
+from common.checks import SettingError
+from common.errors import InputError
 from mmt.marian import MarianTrainConfig, MarianTranslator, train_marian
 from mmt.translator_protocol import Translator
-from settings.checks import SettingError
 
 CPU = torch.device("cpu")
 COLOURS = {"red": "rotes", "blue": "blaues", "green": "grünes", "yellow": "gelbes", "black": "schwarzes"}

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from common.checks import SettingError
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, SourceBatch, source_batch
-from settings.checks import SettingError
 
 CPU = torch.device("cpu")
 

@@ -1,4 +1,4 @@
-"""MMT checkpoints as ``<name>.safetensors`` + ``<name>.json`` (corpora/weights.py): round trip, reproducible
+"""MMT checkpoints as ``<name>.safetensors`` + ``<name>.json`` (common/checkpoints.py): round trip, reproducible
 bytes, the earlier ``.pt`` format still read, and damaged files refused naming the file."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from corpora.io import InputError
-from corpora.weights import checkpoint_files, checkpoint_stem, write_checkpoint
-from corpora.weights import read_checkpoint as read_checkpoint_files
+from common.checkpoints import checkpoint_files, checkpoint_stem, write_checkpoint
+from common.checkpoints import read_checkpoint as read_checkpoint_files
+from common.errors import InputError
 from mmt.checkpoint import load_mmt, load_pretrained_into, read_checkpoint, record_text_pipeline, save_mmt
 from mmt.model import RegionalMMT
 from mmt.systems import BACKENDS, history_file

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from corpora.io import InputError
+from common.errors import InputError
 from features.store import FeatureStore
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.text import BOS_ID, TextPipeline

@@ -16,8 +16,10 @@ import pyarrow as pa
 import pytest
 import torch
 
+from common.checks import SettingError
+from common.errors import InputError
+from common.runtime import Runtime
 from corpora import tables
-from corpora.io import InputError
 from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
@@ -48,8 +50,6 @@ from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
-from settings.checks import SettingError
-from settings.runtime import Runtime
 from tests.unit.mmt.test_marian import TINY as TINY_MARIAN
 
 CPU = Runtime("cpu")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.io import InputError
+from common.errors import InputError
 from mmt.text import BOS_ID, EOS_ID, PAD_ID, UNK_ID, MosesText, SubwordConfig, SubwordVocab, TextPipeline
 
 # Typical captions with punctuation, inner hyphens, apostrophes and quotes; each is already in the

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from corpora.io import InputError
+from common.errors import InputError
 from mmt.beam import beam_search, greedy_decode
 from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch

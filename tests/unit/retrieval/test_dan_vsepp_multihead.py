@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from retrieval.dan import DAN, DANConfig
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
-from retrieval.multihead import HEADS, DiversityHinge, MultiHeadConfig, MultiHeadDiversity, diversity_loss
-from retrieval.vsepp import VSEPP, VSEPPConfig
+from retrieval.zoo.dan import DAN, DANConfig
+from retrieval.zoo.multihead import HEADS, DiversityHinge, MultiHeadConfig, MultiHeadDiversity, diversity_loss
+from retrieval.zoo.vsepp import VSEPP, VSEPPConfig
 
 VOCAB = 40
 REGION_DIM = 12
@@ -240,7 +240,7 @@ def build_shared_multihead() -> MultiHeadDiversity:
 def reference_diversity(
     image_heads: Tensor, text_heads: Tensor, caption_image: list[int], langs: list[int], margin: float, hinge: str
 ) -> float:
-    """Eq. 5-6 of Huang et al. 2019 written out term by term (hinge as in retrieval.multihead's notes)."""
+    """Eq. 5-6 of Huang et al. 2019 written out term by term (hinge as in retrieval.zoo.multihead's notes)."""
 
     def h(similarity: float) -> float:
         return max(0.0, similarity - margin) if hinge == "below_margin" else max(0.0, margin - similarity)

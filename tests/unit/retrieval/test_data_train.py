@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from corpora.io import InputError
+from common.checks import SettingError
+from common.errors import InputError
 from retrieval.checkpoint import load_retrieval, save_retrieval
 from retrieval.data import BalancedSampler, Caption, encode_captions, images_of, text_batch
 from retrieval.inference import evaluate
 from retrieval.losses import RankingLoss
-from retrieval.registry import UnknownModelError, build_model, make_config
 from retrieval.search import gallery_embeddings, search
 from retrieval.train import TrainConfig, fit, learning_rate
 from retrieval.vocab import UNK, Vocabulary, tokenize
-from settings.checks import SettingError
+from retrieval.zoo.registry import UnknownModelError, build_model, make_config
 
 COLOURS = ["red", "blue", "green", "yellow"]
 FARBEN = ["rot", "blau", "grün", "gelb"]

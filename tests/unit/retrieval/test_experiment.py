@@ -19,10 +19,14 @@ from PIL import Image
 from safetensors.torch import load_file
 
 import retrieval.experiment as experiment
+from common.checks import SettingError
+from common.config import build
+from common.errors import InputError
+from common.runtime import Runtime
 from corpora import tables
-from corpora.io import InputError
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
+from report.results import Sample, results_html, results_markdown, sample_captions, thumbnail
 from retrieval.checkpoint import LoadedModel, load_retrieval
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.experiment import (
@@ -38,17 +42,13 @@ from retrieval.experiment import (
 from retrieval.experiment import test_model as score_test_split
 from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
-from retrieval.mule import MULEConfig
-from retrieval.registry import MODELS
-from retrieval.report import Sample, results_html, results_markdown, sample_captions, thumbnail
 from retrieval.roles import ResolvedRole
-from retrieval.san import SANConfig
-from retrieval.scan import SCANConfig
 from retrieval.train import TrainConfig
 from retrieval.vocab import VocabConfig
-from settings.build import build
-from settings.checks import SettingError
-from settings.runtime import Runtime
+from retrieval.zoo.mule import MULEConfig
+from retrieval.zoo.registry import MODELS
+from retrieval.zoo.san import SANConfig
+from retrieval.zoo.scan import SCANConfig
 
 CPU = Runtime("cpu")
 MODEL_NAMES = ", ".join(MODELS)
@@ -848,7 +848,7 @@ def test_combining_replicates_checks_its_inputs_and_keeps_one_run_as_it_is() -> 
 
 
 def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
-    from corpora.io import write_tsv
+    from common.files import write_tsv
     from retrieval.experiment import history_rows
 
     history = [

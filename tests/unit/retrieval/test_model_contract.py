@@ -1,4 +1,4 @@
-"""The retrieval model contract (:mod:`retrieval.model`), checked on every row of :data:`retrieval.registry.MODELS`.
+"""The retrieval model contract (:mod:`retrieval.model`), checked on every row of :data:`retrieval.zoo.registry.MODELS`.
 
 Training, evaluation and search only call ``encode_images``, ``encode_texts``, ``similarity`` and
 ``extra_losses``; whatever a model does inside, these tests hold it to what those callers assume: scores of the
@@ -23,7 +23,7 @@ from torch import Tensor
 
 from retrieval.losses import RankingLoss
 from retrieval.model import BatchContext, Embedded, ImageBatch, LossKind, RetrievalModel, TextBatch
-from retrieval.registry import MODELS, build_model, make_config
+from retrieval.zoo.registry import MODELS, build_model, make_config
 
 VOCAB = 40
 REGION_DIM = 12

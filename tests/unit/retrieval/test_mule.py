@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from common.checks import SettingError
 from retrieval.losses import RankingLoss
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
-from retrieval.mule import (
+from retrieval.zoo.mule import (
     MULE,
     MULEConfig,
     apply_by_language,
@@ -22,8 +23,7 @@ from retrieval.mule import (
     neighbourhood_loss,
     reverse_gradient,
 )
-from retrieval.parallel_embn import ParallelEmbN, ParallelEmbNConfig
-from settings.checks import SettingError
+from retrieval.zoo.parallel_embn import ParallelEmbN, ParallelEmbNConfig
 
 VOCAB, LANGUAGES, REGION_DIM = 30, 3, 6
 # Four images, two captions each, every image described in two languages (0/1, 2/0, 1/2, 0/1).

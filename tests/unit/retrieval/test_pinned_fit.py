@@ -19,9 +19,9 @@ import torch
 
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.losses import RankingLoss
-from retrieval.registry import build_model, make_config
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import Vocabulary
+from retrieval.zoo.registry import build_model, make_config
 
 REL = 1e-4
 

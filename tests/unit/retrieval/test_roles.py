@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from common.checks import SettingError
+from common.config import build
 from retrieval.experiment import RetrievalConfig
 from retrieval.roles import PRESETS, LanguageRole, ResolvedRole
-from settings.build import build
-from settings.checks import SettingError
 
 
 def test_placeholders_resolve_to_the_pivot_and_the_other_languages() -> None:

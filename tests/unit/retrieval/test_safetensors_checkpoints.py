@@ -1,4 +1,4 @@
-"""Retrieval checkpoints as ``model.safetensors`` + ``model.json`` (corpora/weights.py): every registered model
+"""Retrieval checkpoints as ``model.safetensors`` + ``model.json`` (common/checkpoints.py): every registered model
 round-trips, two saves give the same bytes, ``model.pt`` of the earlier format still loads, and a damaged file
 or a JSON missing a key is an InputError naming the file."""
 
@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import torch
 
-from corpora.io import InputError
+from common.errors import InputError
 from retrieval.checkpoint import KEYS, load_retrieval, save_retrieval
 from retrieval.model import RetrievalModel
-from retrieval.registry import MODELS, build_model, make_config
 from retrieval.vocab import Vocabulary
+from retrieval.zoo.registry import MODELS, build_model, make_config
 from tests.unit.retrieval.test_model_contract import TINY
 
 CPU = torch.device("cpu")

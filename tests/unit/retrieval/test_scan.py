@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from retrieval.model import Embedded, ImageBatch, TextBatch
-from retrieval.scan import SCAN, SCANConfig
+from retrieval.zoo.scan import SCAN, SCANConfig
 
 DIM = 6
 EPS = 1e-8

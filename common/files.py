@@ -1,0 +1,257 @@
+"""Atomic writes, strict text reading and file hashes shared by every adapter and writer.
+
+Every artifact is written to a temporary sibling first and renamed into place, so a killed process
+never leaves a half-written file or folder where a reader (or DVC) would take it for a finished one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from common.errors import InputError
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once: os.umask can only be read by setting it, which is not safe while other threads create files.
+_UMASK = _current_umask()
+FILE_MODE, DIR_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK  # what open() and mkdir() would give; mkstemp gives 0600
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary file path beside ``path``; rename it onto ``path`` only on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        if tmp.is_file():
+            os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; swap it in for ``path`` only on success.
+
+    An existing ``path`` is replaced as a whole, so stale files of an earlier run never survive.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, DIR_MODE)
+        if target.exists():
+            trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, trash / target.name)
+            os.replace(tmp, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def user_cache_dir() -> Path:
+    """Where readers keep what they may rebuild (never inside a DVC output): ``$MMTR_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/mmtr``, else ``~/.cache/mmtr``."""
+    if os.environ.get("MMTR_CACHE_DIR"):
+        return Path(os.environ["MMTR_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtr"
+
+
+def remove_stale_temporaries(target: Path) -> None:
+    """Remove the temporary siblings (``.<name>.*.tmp``) that a killed writer of ``target`` left behind."""
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def staged_children(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder inside ``folder``; on success move each of its entries into ``folder``, replacing
+    an entry of the same name, by one rename each.
+
+    For a stage whose outputs are several entries of one folder (system folders, metrics files): killed at any
+    moment, each output is absent (or the earlier one) or complete, never a half-written one a reader would take.
+
+    Raises:
+        Whatever the block raises; nothing is moved then, and the temporary folder is removed.
+    """
+    parent = Path(folder)
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(parent / "staged")
+    tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=".tmp", dir=parent))
+    try:
+        yield tmp
+        for entry in sorted(tmp.iterdir()):
+            destination = parent / entry.name
+            if entry.is_dir():
+                os.chmod(entry, DIR_MODE)
+                if destination.exists():
+                    trash = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".tmp", dir=parent))
+                    os.replace(destination, trash / entry.name)
+                    os.replace(entry, destination)
+                    shutil.rmtree(trash, ignore_errors=True)
+                    continue
+            os.replace(entry, destination)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """JSON from ``text``, a byte-order mark skipped.
+
+    Raises:
+        InputError: invalid JSON or UTF-8, or nesting past Python's recursion limit; the message names ``where``.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InputError(f"{where}: not UTF-8 (byte {error.start}: {error.reason})") from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as error:
+        if "\n" not in text.strip():  # one line (a JSON Lines record): ``where`` names the line already
+            raise InputError(f"{where}: not valid JSON at column {error.colno} ({error.msg})") from None
+        raise InputError(f"{where}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON file at ``path`` (see :func:`parse_json`); a missing file is an :class:`InputError` too."""
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as error:
+        raise InputError(f"{source}: cannot read it ({error.strerror or error})") from None
+    return parse_json(data, str(source))
+
+
+def write_tsv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, object]]) -> None:
+    """Rows as tab-separated text with a header (the columns of the first row, in order), written atomically: the
+    format ``dvc plots`` reads. Floats keep 6 significant digits; a missing value is an empty field.
+
+    Raises:
+        ValueError: no rows, or a row with columns the first one lacks.
+    """
+    if not rows:
+        raise ValueError(f"{path}: no rows to write")
+    columns = list(rows[0])
+    lines = ["\t".join(columns)]
+    for index, row in enumerate(rows):
+        extra = set(row) - set(columns)
+        if extra:
+            raise ValueError(f"{path}: row {index} has columns {sorted(extra)} that the first row lacks")
+        lines.append("\t".join(_tsv_cell(row.get(column)) for column in columns))
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def _tsv_cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def write_json(path: str | os.PathLike[str], data: object) -> None:
+    """``data`` as indented JSON with sorted keys (the same data gives the same bytes), written atomically."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int]:
+    """(modification time in ns, size, inode) of a file: changes whenever the file is rewritten or replaced,
+    without reading it (in-process caches of loaded weights are keyed on it)."""
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 text atomically; a ``.gz`` suffix writes gzip with a fixed mtime (reproducible bytes)."""
+    target = Path(path)
+    data = text.encode("utf-8")
+    with atomic_path(target) as tmp:
+        if target.suffix == ".gz":
+            with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+                gz.write(data)
+        else:
+            tmp.write_bytes(data)
+
+
+def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> list[str]:
+    """Read a UTF-8 text file (plain or ``.gz``) as lines without their line ends.
+
+    Raises:
+        InputError: the file is missing, is not valid UTF-8 (names the line), or has an empty line
+            (names the line) unless ``allow_empty``.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: file not found")
+    raw = source.read_bytes()
+    if source.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as error:
+            raise InputError(f"{source}: not a valid gzip file ({error})") from None
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is no part of the first line
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    decoded: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode("utf-8").removesuffix("\r")
+        except UnicodeDecodeError as error:
+            raise InputError(
+                f"{source}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
+            ) from None
+        if not allow_empty and not text.strip():
+            raise InputError(f"{source}:{number}: empty line (every line must hold one sentence)")
+        decoded.append(text)
+    return decoded
+
+
+def read_parallel_lines(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
+    """Read two line-aligned files; a line-count mismatch names both files and both counts."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise InputError(
+            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)} lines"
+        )
+    return src, tgt

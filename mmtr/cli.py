@@ -1,0 +1,277 @@
+"""The `mmtr` command: check params, inspect prepared data, translate with (M)MT, search images by text."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from common.errors import InputError
+from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
+from mmtr.params import ParamsError, load_params
+from mmtr.profiles import apply_profile, profile_names, profile_summary
+from mmtr.stage import add_debug_flag, user_errors
+
+
+def check_params(args: argparse.Namespace) -> None:
+    params = load_params(args.params)
+    print(f"{args.params}: valid")
+    print(f"  languages: {', '.join(params.languages.all)} (pivot {params.languages.pivot})")
+    for name, corpus in params.corpora.items():
+        print(f"  corpus {name}: {corpus.format} format from {corpus.source}, images in {corpus.images}")
+    roles = params.corpus_roles
+    print(f"  corpus roles: MMT pre-trained on {params.paths.parallel}, fine-tuned on {roles.mmt_finetune}; "
+          f"target (augmented, retrieval) {roles.target}")  # fmt: skip
+    print(f"  device:    {params.device}, precision {params.precision}, seed {params.seed}")
+    retrieval = params.retrieval
+    runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
+    print(f"  retrieval: {runs} runs = models {', '.join(retrieval.models)} x variants {', '.join(retrieval.variants)}"
+          f" x roles {', '.join(retrieval.roles)}"
+          + (f", {retrieval.replicates} seeds each" if retrieval.replicates > 1 else ""))  # fmt: skip
+    for name in retrieval.roles:
+        role = retrieval.role(name, params.languages.pivot)
+        kept = ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
+        print(f"    {name}: trains on {kept}; tested on {', '.join(role.test)}")
+
+
+def inspect(args: argparse.Namespace) -> None:
+    """One prepared corpus folder, or every corpus (and the parallel text) under a prepared root."""
+    root = Path(args.prepared)
+    if (root / "images.parquet").is_file():
+        _inspect_corpus(root, args.samples)
+        return
+    corpora = sorted(path.parent for path in root.glob("*/images.parquet"))
+    if not corpora and not (root / "parallel").is_dir():
+        raise InputError(f"{root}: no prepared corpus here (run `dvc repro prepare` first)")
+    for folder in corpora:
+        print(f"== {folder.name}")
+        _inspect_corpus(folder, args.samples)
+    if (root / "parallel").is_dir():
+        print("== parallel")
+        _print_rows(count_parallel(read_parallel_tables(root / "parallel")))
+
+
+def _inspect_corpus(folder: Path, samples: int) -> None:
+    corpus = read_prepared(folder)
+    _print_rows(count_captions(corpus))
+    captions = corpus.captions
+    for lang in sorted(pc.unique(captions.column("lang")).to_pylist()):
+        sample = captions.filter(pc.equal(captions.column("lang"), lang)).slice(0, samples)
+        for caption_id, text in zip(
+            sample.column("caption_id").to_pylist(), sample.column("text").to_pylist(), strict=True
+        ):
+            print(f"{caption_id:<24} {text}")
+
+
+def _print_rows(rows: list[dict[str, object]]) -> None:
+    if not rows:
+        return
+    print("  ".join(f"{name:>12}" for name in rows[0]))
+    for row in rows:
+        print("  ".join(f"{value!s:>12}" for value in row.values()))
+    print()
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count, a beam width)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def read_input_lines(name: str) -> list[str]:
+    """The lines of the file ``name`` (``-``: standard input), UTF-8 with an optional byte-order mark.
+
+    Raises:
+        InputError: a missing or unreadable file, or bytes that are not UTF-8 (the line is named).
+    """
+    where = "<stdin>" if name == "-" else name
+    try:
+        if name == "-":  # bytes, so that bad UTF-8 is named here; a text-only stream (tests) as it is
+            raw = getattr(sys.stdin, "buffer", None)
+            data = raw.read() if raw is not None else sys.stdin.read().encode("utf-8")
+        else:
+            data = Path(name).read_bytes()
+    except OSError as error:
+        raise InputError(f"{where}: cannot read it ({error.strerror or error})") from None
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no part of the first line
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError(f"{where}:{line}: not UTF-8 (byte {error.start}: {error.reason})") from None
+
+
+def translate(args: argparse.Namespace) -> None:
+    """Translate sentences (one per line) from a file or stdin with a trained system of any backend (through the
+    registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
+    import torch
+
+    from common.checkpoints import checkpoint_stem
+    from common.runtime import Runtime
+    from features.store import FeatureStore
+    from mmt import systems
+    from mmt.checkpoint import FINETUNE
+    from mmt.translator import MMTTranslator
+    from mmt.translator_protocol import Translator
+
+    model_dir = Path(args.model) if args.model else Path(args.models) / f"mmt-{args.src}-{args.tgt}"
+    if not model_dir.is_dir():
+        raise InputError(
+            f"{model_dir}: no trained model for {args.src}->{args.tgt} (train it: dvc repro train_mmt@...)"
+        )
+    backend = systems.system_backend(model_dir)
+    languages = systems.system_languages(model_dir)
+    if languages != (args.src, args.tgt):
+        raise InputError(f"{model_dir} translates {languages[0]}->{languages[1]}, not {args.src}->{args.tgt}")
+    if backend.multimodal and not args.store:
+        raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store")
+    store = FeatureStore.open(args.store) if args.store and backend.multimodal else None
+    translator: Translator
+    if checkpoint_stem(args.checkpoint).name != FINETUNE:  # another checkpoint of a regional system: pretrain
+        translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=torch.device(args.device))
+        store = None
+    else:
+        translator = systems.load_system(str(model_dir), args.store if store else None,
+                                         Runtime.resolve(args.device, "fp32"))  # fmt: skip
+    lines = read_input_lines(args.input)
+    image_ids = None
+    if args.store:  # lines carry their image; a text-only system ignores it
+        pairs = [line.split("\t", 1) for line in lines]
+        bad = [number for number, pair in enumerate(pairs, start=1) if len(pair) != 2]
+        if bad:
+            raise InputError(f"{args.input}:{bad[0]}: with --store every line is image_id<TAB>sentence")
+        lines = [pair[1] for pair in pairs]
+        image_ids = [pair[0] for pair in pairs] if store is not None else None
+    for output in translator.translate(lines, image_ids, beam=args.beam):
+        print(output)
+
+
+def search(args: argparse.Namespace) -> None:
+    """Rank gallery images for a text query with a trained retrieval model."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from common.checkpoints import checkpoint_files
+    from common.files import user_cache_dir
+    from features.store import FeatureStore
+    from retrieval.checkpoint import MODEL, load_retrieval
+    from retrieval.search import cache_file, describe, fingerprint, gallery_embeddings, hits_json
+    from retrieval.search import search as run_search
+
+    model_dir = Path(args.model)
+    device = torch.device(args.device)
+    loaded = load_retrieval(model_dir / MODEL, device=device)
+    store_path = Path(args.store or loaded.extra["store"])
+    if not store_path.is_dir():
+        raise InputError(f"{store_path}: feature store not found (pass --store)")
+    store = FeatureStore.open(store_path)
+    images_path = Path(args.prepared) / "images.parquet"
+    if not images_path.is_file():
+        raise InputError(f"{images_path}: prepared images table not found (pass --prepared)")
+    images = pq.read_table(images_path, columns=["image_id", "split", "path"]).to_pylist()
+    wanted = [row for row in images if args.split == "all" or row["split"] == args.split]
+    in_store = set(store.image_ids)
+    image_ids = [row["image_id"] for row in wanted if row["image_id"] in in_store]
+    if not image_ids:
+        raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
+    paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
+    files = checkpoint_files(model_dir / MODEL)
+    identity = fingerprint(files.weights, files.fields, store_path / "regions.npy", store_path / "index.parquet")
+    cache = cache_file(Path(args.cache_dir) if args.cache_dir else user_cache_dir(), identity, args.split)
+    gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
+                                 device=device)  # fmt: skip
+    hits = run_search(loaded, gallery, image_ids, " ".join(args.query), args.lang, k=args.k, device=device)
+    print(hits_json(hits, paths) if args.json else describe(hits, paths))
+
+
+def profile(args: argparse.Namespace) -> None:
+    """List the profiles, or merge one into the params file (and run it as a DVC experiment)."""
+    if args.name is None:
+        for name in profile_names():
+            print(f"{name:<10} {profile_summary(name)}")
+        return
+    out = Path(args.out or args.params)
+    if args.run_experiment and out != Path(args.params):
+        raise ParamsError("--run runs the experiment from the params file itself; drop --out")
+    params = apply_profile(args.name, Path(args.params), out)
+    retrieval = params.retrieval
+    runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
+    print(f"{out}: profile {args.name} applied: {profile_summary(args.name)}")
+    print(f"  corpus roles: MMT fine-tuned on {params.corpus_roles.mmt_finetune}, target {params.corpus_roles.target};"
+          f" {runs} retrieval runs")  # fmt: skip
+    if args.run_experiment:
+        command = ["dvc", "exp", "run", "-n", args.name]
+        print(" ".join(command), flush=True)
+        done = subprocess.run(command, check=False)
+        if done.returncode != 0:
+            raise SystemExit(done.returncode)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
+    add_debug_flag(parser)
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check-params", help="validate params.yaml and summarise it")
+    check.add_argument("--params", default="params.yaml")
+    check.set_defaults(run=check_params)
+    show = commands.add_parser("inspect", help="validate a prepared folder and print its counts and samples")
+    show.add_argument("prepared", nargs="?", default="data/prepared", help="a prepared corpus, or the root of all")
+    show.add_argument("--samples", type=positive_int, default=3, help="captions shown per language")
+    show.set_defaults(run=inspect)
+    trans = commands.add_parser("translate", help="translate sentences with a trained (M)MT model")
+    trans.add_argument("--src", required=True, help="source language, e.g. en")
+    trans.add_argument("--tgt", required=True, help="target language, e.g. de")
+    trans.add_argument("--model", help="model folder (default: <models>/mmt-<src>-<tgt>)")
+    trans.add_argument("--models", default="data/models/mmt", help="folder of trained systems")
+    trans.add_argument(
+        "--checkpoint",
+        default="finetune",
+        help="finetune (default) or, for a regional system, pretrain (text-only); a .safetensors or an earlier .pt "
+        "file name of the system folder works too",
+    )
+    trans.add_argument("--store", help="FeatureStore folder: translate with image regions (lines: image_id<TAB>text)")
+    trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
+    trans.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
+    trans.add_argument("--device", default="cpu")
+    trans.set_defaults(run=translate)
+    find = commands.add_parser("search", help="search images by text with a trained retrieval model")
+    find.add_argument("query", nargs="+", help="the query text")
+    find.add_argument("--model", required=True, help="model folder, e.g. data/models/retrieval/san-mmt_f")
+    find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
+    find.add_argument("-k", type=positive_int, default=5, help="how many images to list (default 5)")
+    find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
+    find.add_argument("--store", help="FeatureStore folder (default: the one the model was trained with)")
+    find.add_argument("--prepared", default="data/prepared/synthetic", help="the prepared corpus (images.parquet)")
+    find.add_argument("--images", default="data/raw/synthetic/images", help="image folder the paths are under")
+    find.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    find.add_argument("--cache-dir", help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
+                      "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)")  # fmt: skip
+    find.add_argument("--device", default="cpu")
+    find.set_defaults(run=search)
+    prof = commands.add_parser("profile", help="apply one of the papers' experiments (profiles/<name>.yaml)")
+    prof.add_argument("name", nargs="?", help="profile name (omit to list them)")
+    prof.add_argument("--params", default="params.yaml", help="the params file to merge it into")
+    prof.add_argument("--out", help="write the merged params here instead of over --params")
+    prof.add_argument("--run", dest="run_experiment", action="store_true", help="then run it: dvc exp run -n <name>")
+    prof.set_defaults(run=profile)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    with user_errors("mmtr", debug=args.debug):
+        args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""What every stage entry point shares: argument parsing, run tags and clean error exits."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn, TypeVar
+
+from common import distributed
+from common.errors import InputError
+from common.runtime import resolve_device
+from mmtr.params import DistributedParams, Params, ParamsError, RunnerParams, load_params
+from mmtr.run_card import run_card_hook
+
+PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
+DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
+# What a user can cause: bad params or input files, and a training run that diverged (its settings are the cause).
+# Anything else is a bug and keeps its traceback.
+USER_ERRORS = (ParamsError, InputError, FloatingPointError)
+
+Result = TypeVar("Result")
+
+
+def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m flows.{stage}", description=description)
+    parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    add_debug_flag(parser)
+    return parser
+
+
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an error too (or set {DEBUG_ENV}=1)")  # fmt: skip
+
+
+@contextlib.contextmanager
+def user_errors(prog: str, *, debug: bool) -> Iterator[None]:
+    """A user error inside ends the process with one line, ``<prog>: error: <message>``, and exit status 2 (with
+    ``debug`` or ``MMTR_DEBUG=1`` it propagates, traceback and all); any other exception propagates as it is."""
+    try:
+        yield
+    except USER_ERRORS as error:
+        if debug or os.environ.get(DEBUG_ENV) == "1":
+            raise
+        _fail(prog, error)
+
+
+def check_prefect_api() -> None:
+    """With ``PREFECT_API_URL`` set, a server must answer before any work starts (else Prefect fails half-way with
+    chained tracebacks, after DVC has already removed the stage's outputs).
+
+    Raises:
+        InputError: no server answers at that address within 5 seconds.
+    """
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return
+    import httpx
+
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=5.0).raise_for_status()
+    except httpx.HTTPError as error:
+        raise InputError(
+            f"PREFECT_API_URL={url}: no Prefect server answers ({type(error).__name__}); start one "
+            f"(prefect server start) or unset PREFECT_API_URL to run without one"
+        ) from None
+
+
+def run_tags(stage: str) -> list[str]:
+    """Tags of a stage's flow run: the stage; the DVC stage that ran it (``DVC_STAGE``, e.g.
+    ``train_retrieval@san-mmt_f-all``), the DVC experiment (``DVC_EXP_NAME``, set by ``dvc exp run``), the git
+    commit of the code (``+dirty`` with uncommitted changes), and the pipeline run it belongs to when launched by
+    one: so an experiment's runs are told apart from the baseline's in the Prefect UI."""
+    tags = [f"stage:{stage}"]
+    if dvc_stage := os.environ.get("DVC_STAGE"):
+        tags.append(f"dvc:{dvc_stage}")
+    if experiment := os.environ.get("DVC_EXP_NAME"):
+        tags.append(f"exp:{experiment}")
+    if commit := git_commit():
+        tags.append(f"commit:{commit}")
+    if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
+        tags.append(f"pipeline:{pipeline_run}")
+    return tags
+
+
+def git_commit() -> str | None:
+    """The short commit of the working tree, ``+dirty`` when tracked files differ from it; None outside git."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                                check=True, timeout=10).stdout.strip()  # fmt: skip
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}+dirty" if changes else commit
+
+
+def commit_date() -> str:
+    """The date of the checked-out commit (YYYY-MM-DD), or ``unknown date`` outside git."""
+    try:
+        return subprocess.run(["git", "log", "-1", "--format=%cs"], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip() or "unknown date"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown date"
+
+
+def run_name(stage: str) -> str:
+    """A stage's flow-run name in the Prefect UI: the DVC stage (``train_retrieval@san-mmt_f-all``) when DVC runs
+    it, else the stage's own name (instead of Prefect's random ``hissing-quail``)."""
+    return os.environ.get("DVC_STAGE") or stage
+
+
+FlowT = TypeVar("FlowT")
+
+
+def named(flow: FlowT, params_file: str | None = None) -> FlowT:
+    """``flow`` with its runs named by :func:`run_name`; given the stage's params file, each run also gets its run
+    card (:func:`mmtr.run_card.run_card_markdown`) as an artifact when it starts."""
+    stage = run_name(flow.name)  # type: ignore[attr-defined]
+    hooks = [run_card_hook(stage, params_file, git_commit(), commit_date())] if params_file else []
+    return flow.with_options(flow_run_name=stage, on_running=hooks)  # type: ignore[attr-defined, no-any-return]
+
+
+def task_runner(runner: RunnerParams) -> object:
+    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured."""
+    if runner.kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        return DaskTaskRunner(address=runner.address)
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=runner.max_workers)
+
+
+def run_stage(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    body: Callable[[argparse.Namespace, Params], Result],
+    *,
+    data_parallel: str | None = None,
+) -> Result | None:
+    """Parse ``argv``, load params and run ``body``; bad params or input, and a training that diverged (its settings
+    are the usual cause), end the process with the message alone and exit status 2.
+
+    ``data_parallel``: the stage's module (``flows.train_retrieval``) when it trains data-parallel. With more than
+    one process in params.yaml's `distributed`, the stage starts itself under torchrun and exits with its status;
+    under torchrun, rank 0 runs ``body`` (Prefect, every write) and the other ranks follow its training calls
+    (:func:`common.distributed.serve_rank_zero`), returning None.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    with user_errors(parser.prog, debug=args.debug):
+        params = load_params(args.params)
+        if data_parallel is not None and params.distributed.processes > 1:
+            if not distributed.under_torchrun():
+                raise SystemExit(subprocess.run(torchrun_command(params.distributed, data_parallel, argv)).returncode)
+            distributed.start(str(resolve_device(params.device)))
+            try:
+                if not distributed.is_rank_zero():
+                    distributed.serve_rank_zero()
+                    return None
+                _show_library_progress()
+                check_prefect_api()
+                try:
+                    return body(args, params)
+                finally:
+                    distributed.release_other_ranks()
+            finally:
+                distributed.stop()
+        _show_library_progress()
+        check_prefect_api()
+        return body(args, params)
+    raise AssertionError("unreachable: user_errors exits or re-raises")
+
+
+def torchrun_command(settings: DistributedParams, module: str, argv: Sequence[str]) -> list[str]:
+    """The torchrun command line that runs ``python -m <module> <argv>`` as ``settings`` asks: one machine with a
+    private rendezvous (``--standalone``), or one of ``nnodes`` meeting at ``rdzv_endpoint`` (the same command on
+    each; the rendezvous id is the DVC stage, so the machines of one stage find each other)."""
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={settings.nproc_per_node}",
+               f"--nnodes={settings.nnodes}"]  # fmt: skip
+    if settings.nnodes == 1:
+        command.append("--standalone")
+    else:
+        rendezvous = os.environ.get("DVC_STAGE") or module
+        command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={settings.rdzv_endpoint}", f"--rdzv-id={rendezvous}"]
+    return [*command, "-m", module, *argv]
+
+
+def _show_library_progress() -> None:
+    """The library's INFO records (training progress, reuse of earlier work) on the console and in the Prefect UI.
+
+    Prefect attaches its handlers to the loggers pyproject.toml names (``logging.extra_loggers``) but leaves their
+    level at the root's WARNING.
+    """
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
+
+    for name in PREFECT_LOGGING_EXTRA_LOGGERS.value():
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
+def _fail(prog: str, error: Exception) -> NoReturn:
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    raise SystemExit(2)

@@ -1,0 +1,58 @@
+"""The Prefect task that writes the pipeline's report; what goes into it lives in :mod:`report`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from common.errors import InputError
+from common.files import read_json, write_text
+from report.results import (
+    ReportContext,
+    diversity_markdown,
+    results_html,
+    results_markdown,
+    sample_captions,
+    translation_markdown,
+)
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def write_report(
+    metrics_dir: str, synthesized: list[str], prepared: str, images: str, out_dir: str, samples: int,
+    variant_labels: dict[str, str], diversity: str, round_trips: str, translation: str,
+    context: ReportContext, key: str, runs: Sequence[str],
+) -> str:  # fmt: skip
+    """``results.md`` and ``index.html`` from ``<run>.json`` in ``metrics_dir`` for each of ``runs`` that has one (the
+    ``<model>-<variant>-<role>`` runs the params name: files of runs since dropped from them are left out), with the
+    caption diversity of ``diversity`` (augment's metrics), ``round_trips/<target>.json`` (synthesize's) and the
+    translation systems' ``translation/<system>.json`` (train_mmt's), and ``samples`` train images with a human caption
+    and what each system synthesized from it (``synthesized``: synthesize's caption files); variants are shown by
+    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
+    files = [Path(metrics_dir) / f"{run}.json" for run in runs]
+    found = [path for path in files if path.is_file()]
+    if not found:
+        raise InputError(f"{metrics_dir}: no retrieval metrics files of the runs the params name (run the "
+                         f"train_retrieval stages first)")  # fmt: skip
+    if len(found) < len(files):  # a partial grid run by hand: table what is there, say what is not
+        missing = [path.stem for path in files if not path.is_file()]
+        get_run_logger().warning("No metrics yet for %d of %d runs: %s", len(missing), len(files), ", ".join(missing))
+    results = {path.stem: read_json(path) for path in found}
+    if not Path(diversity).is_file():
+        raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
+    lexical = read_json(diversity)
+    changes = {path.stem: read_json(path) for path in sorted(Path(round_trips).glob("*.json"))}
+    # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
+    scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
+    systems = {path.stem: read_json(path) for path in scored}
+    sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
+    markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
+    pages = sample_captions([Path(path) for path in synthesized], Path(prepared), Path(images), samples)
+    write_text(Path(out_dir) / "results.md", markdown)
+    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections, context))
+    create_markdown_artifact(key=key, markdown=markdown, description="Retrieval results")
+    return markdown
