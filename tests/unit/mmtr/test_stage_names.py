@@ -10,7 +10,7 @@ import pytest
 
 from mmtr.stage import git_commit, run_name, run_tags
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_runs_are_named_after_the_dvc_stage_and_tagged_with_experiment_and_commit(

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from mmtr.params import ParamsError, load_params, parse_params
-from tests.params_text import DUPLICATE_LINE, with_a_duplicate_key
+from tests.unit.mmtr.params_text import DUPLICATE_LINE, with_a_duplicate_key
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
 def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     """A key given twice is an error naming its line (PyYAML would keep the last one silently); bytes that are not
     UTF-8 are an error naming their offset; a UTF-8 byte-order mark is not part of the first key."""
-    repository = (Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8")
+    repository = (Path(__file__).resolve().parents[3] / "params.yaml").read_text(encoding="utf-8")
     doubled = tmp_path / "doubled.yaml"
     doubled.write_text(with_a_duplicate_key(repository), encoding="utf-8")
     line = doubled.read_text(encoding="utf-8").splitlines().index(DUPLICATE_LINE) + 1
@@ -129,7 +129,7 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
         load_params(latin)
     marked = tmp_path / "marked.yaml"
     marked.write_bytes(b"\xef\xbb\xbf" + repository.encode("utf-8"))
-    assert load_params(marked) == load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    assert load_params(marked) == load_params(Path(__file__).resolve().parents[3] / "params.yaml")
 
 
 def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str, Any]) -> None:

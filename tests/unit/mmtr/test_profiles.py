@@ -15,7 +15,7 @@ from mmtr import cli
 from mmtr.params import ParamsError, load_params
 from mmtr.profiles import PROFILES, REPLACED_WHOLE, apply_profile, load_profile, merge, profile_names, profile_summary
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

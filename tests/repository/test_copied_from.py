@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("settings", "corpora", "features", "mmt", "retrieval", "tasks", "flows")
 
 PREFIX = "# Copied from"

@@ -10,7 +10,7 @@ import yaml
 from mmtr.run_card import resolve, run_card_markdown, stage_scope
 from tasks import artifact_key
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 DVC_YAML = """\
 stages:

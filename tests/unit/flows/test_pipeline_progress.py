@@ -10,7 +10,7 @@ import pytest
 
 from flows.pipeline import ReproTracker, dag_stages, stages_markdown
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # what DVC 3 prints, with a stage's own output in between
 OUTPUT = """\

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from mmtr import cli
-from tests.params_text import with_a_duplicate_key
+from tests.unit.mmtr.params_text import with_a_duplicate_key
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 BASE: dict[str, Any] = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
 
 
