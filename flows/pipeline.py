@@ -4,7 +4,8 @@ For users who launch from Prefect (a deployment, a schedule, the UI). Every stag
 `dvc repro` carries the tag ``pipeline:<this flow run's id>``, so one pipeline run is one filter in the UI. The run
 shows a progress bar over the stages of the DAG (`dvc dag`) while DVC works through them, and at the end a table
 artifact ``pipeline-stages``: each stage, whether it ran, was unchanged or failed, its wall time, and a link to its
-own flow run.
+own flow run. With ``--record PATH`` the same table is also written there as JSON (``make demo`` writes
+``data/work/pipeline-stages.json``), which ``mmtr results`` reads for the stage times it publishes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
+from common.files import write_json
 from mmtr.stage import PIPELINE_RUN_ENV
 from tasks import progress_artifact
 
@@ -123,6 +125,15 @@ def stages_markdown(tracker: ReproTracker, links: dict[str, str], total_seconds:
     return "\n".join(lines) + "\n"
 
 
+def stages_record(tracker: ReproTracker, command: Sequence[str], total_seconds: float) -> dict[str, object]:
+    """The stage table as data: the command, its wall time, and each stage's status and wall time."""
+    stages = [
+        {"stage": r.name, "status": r.status, "seconds": None if r.seconds is None else round(r.seconds, 1)}
+        for r in tracker.stages.values()
+    ]
+    return {"command": " ".join(command), "seconds": round(total_seconds, 1), "stages": stages}
+
+
 def stage_run_links(pipeline_run_id: str) -> dict[str, str]:
     """Flow-run name (the DVC stage) -> its page in the Prefect UI, for the stage runs this pipeline run started;
     empty without a UI (a temporary server)."""
@@ -141,7 +152,9 @@ def stage_run_links(pipeline_run_id: str) -> dict[str, str]:
 
 
 @flow(name="pipeline", log_prints=True, persist_result=False)
-def pipeline(targets: list[str] | None = None, force: bool = False, single_item: bool = False) -> None:
+def pipeline(
+    targets: list[str] | None = None, force: bool = False, single_item: bool = False, record: str | None = None
+) -> None:
     options = [*(["--force"] if force else []), *(["--single-item"] if single_item else [])]
     command = ["dvc", "repro", *options, *(targets or [])]
     run_id = str(flow_run.get_id())
@@ -168,6 +181,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, single_item:
                              description=f"{tracker.done} of {total} stages done in {elapsed:.0f} s")  # fmt: skip
     markdown = stages_markdown(tracker, stage_run_links(run_id), elapsed)
     create_markdown_artifact(key="pipeline-stages", markdown=markdown, description="Stages of this dvc repro")
+    if record:
+        write_json(record, stages_record(tracker, command, elapsed))
     if returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {returncode}")
 
@@ -181,9 +196,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="only the named stages, not what they depend on (with --force: rerun just those)",
     )
+    parser.add_argument("--record", help="also write the stage table as JSON to this file")
     args = parser.parse_args(argv)
     try:
-        pipeline(args.targets, args.force, args.single_item)
+        pipeline(args.targets, args.force, args.single_item, args.record)
     except RuntimeError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -15,7 +15,8 @@ from prefect.cache_policies import NO_CACHE
 
 from common.distributed import run_on_every_rank
 from common.errors import InputError
-from common.files import write_json, write_text, write_tsv
+from common.files import write_text, write_tsv
+from common.metrics_files import write_metrics
 from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
@@ -96,7 +97,7 @@ def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt:
     evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime,
                                          meteor=meteor, contrastive=contrastive)  # fmt: skip
     metrics = evaluation.metrics
-    write_json(metrics_path, metrics)
+    write_metrics(metrics_path, metrics)
     write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
     logger = get_run_logger()
     logger.info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
@@ -180,7 +181,7 @@ def compare_systems(
     image-dependent word accuracy and contrastive accuracy -> a metrics JSON file."""
     comparison = {**paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt),
                   **systems.compared_accuracies(baseline, system)}  # fmt: skip
-    write_json(metrics_path, comparison)
+    write_metrics(metrics_path, comparison)
     get_run_logger().info("%s: BLEU %+.2f over the baseline, p = %.4f", Path(metrics_path).stem, comparison["delta"],
                           comparison["p_value"])  # fmt: skip
     return comparison

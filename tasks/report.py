@@ -11,6 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from common.errors import InputError
 from common.files import read_json, write_text
+from common.metrics_files import is_notes_file, read_metrics
 from report.results import (
     ReportContext,
     diversity_markdown,
@@ -41,14 +42,18 @@ def write_report(
     if len(found) < len(files):  # a partial grid run by hand: table what is there, say what is not
         missing = [path.stem for path in files if not path.is_file()]
         get_run_logger().warning("No metrics yet for %d of %d runs: %s", len(missing), len(files), ", ".join(missing))
-    results = {path.stem: read_json(path) for path in found}
+    results = {path.stem: read_metrics(path) for path in found}
     if not Path(diversity).is_file():
         raise InputError(f"{diversity}: no augment metrics file (run the augment stage first)")
     lexical = read_json(diversity)
     changes = {path.stem: read_json(path) for path in sorted(Path(round_trips).glob("*.json"))}
     # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
-    scored = [path for path in sorted(Path(translation).glob("*.json")) if not path.stem.startswith("mmt-vs-mt-")]
-    systems = {path.stem: read_json(path) for path in scored}
+    scored = [
+        path
+        for path in sorted(Path(translation).glob("*.json"))
+        if not path.stem.startswith("mmt-vs-mt-") and not is_notes_file(path)
+    ]
+    systems = {path.stem: read_metrics(path) for path in scored}
     sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
     markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
     pages = sample_captions([Path(path) for path in synthesized], Path(prepared), Path(images), samples)

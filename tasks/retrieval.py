@@ -18,7 +18,8 @@ from prefect.cache_policies import NO_CACHE
 
 from common.distributed import run_on_every_rank
 from common.errors import InputError
-from common.files import write_json, write_tsv
+from common.files import write_tsv
+from common.metrics_files import write_metrics
 from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, load_retrieval
@@ -101,7 +102,7 @@ def evaluate_retrieval_model(
                                               source=source, runtime=runtime)  # fmt: skip
         metrics["translate_search"] = searches
     metrics["protocol"] = config.evaluation.protocol
-    write_json(metrics_path, metrics)
+    write_metrics(metrics_path, metrics)
     return metrics
 
 
@@ -118,7 +119,7 @@ def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], langua
     """The replicates' test metrics combined (mean, ``std``, ``seeds``; one run as it is) -> the run's metrics file,
     and a table of them (artifact ``key``)."""
     metrics = combine_replicates(runs, seeds)
-    write_json(metrics_path, metrics)
+    write_metrics(metrics_path, metrics)
     table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
     note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
     create_table_artifact(key=key, table=table,

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from common.metrics_files import read_metrics
 from common.runtime import cpu_threads, use_cpu_threads
 from corpora.tables import read_captions
 from flows import augment, synthesize, train_mmt
@@ -30,7 +31,7 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
         backend = "mmt" if system.startswith("mmt") else "text-only"
         src, tgt = system.split("-")[1:]
         assert json.loads((folder / "system.json").read_text()) == {"backend": backend, "src": src, "tgt": tgt}
-        metrics = json.loads((trained / "metrics" / "mmt" / f"{system}.json").read_text())
+        metrics = read_metrics(trained / "metrics" / "mmt" / f"{system}.json")
         assert {"bleu", "sacrebleu", "chrf", "meteor", "meteor_note"} <= set(metrics)
         # the `trained` fixture scores METEOR (where Java and the jar are there; otherwise the note says why not)
         assert isinstance(metrics["meteor"], float) or metrics["meteor_note"].startswith("METEOR 1.5 not computed: no")
@@ -50,10 +51,8 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
             assert metrics["image_awareness"] is None
     assert (trained / "models" / "mmt-en-de" / "pretrain.safetensors").is_file()
     for direction in ("en-de", "de-en"):
-        comparison = json.loads((trained / "metrics" / "mmt" / f"mmt-vs-mt-{direction}.json").read_text())
-        mmt, mt = (
-            json.loads((trained / "metrics" / "mmt" / f"{s}-{direction}.json").read_text()) for s in ("mmt", "mt")
-        )
+        comparison = read_metrics(trained / "metrics" / "mmt" / f"mmt-vs-mt-{direction}.json")
+        mmt, mt = (read_metrics(trained / "metrics" / "mmt" / f"{s}-{direction}.json") for s in ("mmt", "mt"))
         assert (comparison["system"], comparison["baseline"]) == (pytest.approx(mmt["bleu"]), pytest.approx(mt["bleu"]))
         assert 0 < comparison["p_value"] <= 1 and comparison["samples"] == 1000
         assert {"word_accuracy", "contrastive_accuracy"} <= set(comparison)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from common.metrics_files import read_metrics
 from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
@@ -92,7 +93,7 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     assert sorted(path.name for path in models.iterdir()) == ["mmt-de-en", "mmt-en-de", "mt-de-en", "mt-en-de"]
     assert not (models / "mmt-en-de" / "finetune.safetensors").exists(), "the MMT needs images: not trained here"
     for name in ("mt-en-de", "mt-de-en"):
-        metrics = json.loads((tmp_path / "metrics" / f"{name}.json").read_text(encoding="utf-8"))
+        metrics = read_metrics(tmp_path / "metrics" / f"{name}.json")
         assert metrics["test_sentences"] == 1000, f"{name}: scored on the whole test2016 split"
         assert metrics["bleu"] > 4.0, f"{name}: BLEU {metrics['bleu']:.2f} on test2016 after training on real text"
 

@@ -8,7 +8,6 @@ DVC's own stage graph: the same commands and wiring as ``dvc repro``, without a 
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import shlex
 import shutil
@@ -18,6 +17,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
+from common.metrics_files import is_notes_file, read_metrics
 from mmtr.profiles import load_profile, merge, profile_names
 from report.results import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
@@ -78,7 +78,8 @@ def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.M
     assert {f"prepare@{corpus}" for corpus in corpora} | {f"features@{corpus}" for corpus in corpora} <= set(stages)
     runs = {f"{m}-{v}-{r}" for m in retrieval["models"] for v in retrieval["variants"] for r in retrieval["roles"]}
     assert {stage.removeprefix("train_retrieval@") for stage in stages if "@" in stage and "retrieval" in stage} == runs
-    metrics = {path.stem: json.loads(path.read_text()) for path in (project / "data/metrics/retrieval").glob("*.json")}
+    folder = project / "data/metrics/retrieval"
+    metrics = {path.stem: read_metrics(path) for path in folder.glob("*.json") if not is_notes_file(path)}
     assert set(metrics) == runs
     for run, result in metrics.items():
         _, _, role = split_run(run)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from common.metrics_files import read_metrics
 from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from flows import report, train_retrieval, translate_queries
@@ -48,7 +49,7 @@ def runs(tiny_dataset: TinyDataset, trained: Path) -> dict[str, Path]:
 
 def test_every_model_writes_metrics_in_the_spec_schema(runs: dict[str, Path], trained: Path) -> None:
     for name in (name for name in runs if name not in ROLE_RUNS):
-        metrics = json.loads((trained / "metrics" / "retrieval" / f"{name}.json").read_text())
+        metrics = read_metrics(trained / "metrics" / "retrieval" / f"{name}.json")
         for lang in ("en", "de"):
             entry = metrics[lang]
             for direction in ("i2t", "t2i"):
@@ -78,8 +79,8 @@ def test_language_roles_choose_what_a_run_trains_and_tests_on(runs: dict[str, Pa
     english = json.loads((runs["san-mmt_f-pivot_only"] / "model.json").read_text())
     assert english["type_names"] == ["en-human"] and english["vocab"]["languages"] == ["en"]
     metrics = trained / "metrics" / "retrieval"
-    assert set(json.loads((metrics / "san-mmt_f-discard_human_targets.json").read_text())) >= {"en", "de"}
-    english_metrics = json.loads((metrics / "san-mmt_f-pivot_only.json").read_text())
+    assert set(read_metrics(metrics / "san-mmt_f-discard_human_targets.json")) >= {"en", "de"}
+    english_metrics = read_metrics(metrics / "san-mmt_f-pivot_only.json")
     assert (
         "de" not in english_metrics and "en" in english_metrics and set(english_metrics["translate_search"]) == {"de"}
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.pipeline import ReproTracker, dag_stages, stages_markdown
+from flows.pipeline import ReproTracker, dag_stages, stages_markdown, stages_record
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -84,3 +84,23 @@ def test_a_retrieval_epoch_is_summed_up_per_language() -> None:
     entry = {"epoch": 2, "loss": 0.41234, "val": {"en": {"rsum": 461.63}, "de": {"rsum": 422.0}}, "val_rsum": 883.63}
     assert epoch_summary(entry, 6) == "epoch 3/6, loss 0.412, val rsum en 461.6 / de 422.0"
     assert epoch_summary({**entry, "loss": None}, 6).startswith("epoch 3/6, loss -,")
+
+
+def test_the_stage_record_holds_the_table_as_data() -> None:
+    """What `--record` writes, and `mmtr results` publishes: every stage's fate and wall time, rounded to 0.1 s."""
+    tracker = ReproTracker(["generate", "prepare@synthetic", "prepare_parallel", "train_mmt@de", "report"])
+    for index, line in enumerate(OUTPUT.splitlines()):
+        tracker.feed(line, now=10.04 * index)
+    tracker.finish(100.0, succeeded=False)
+    record = stages_record(tracker, ["dvc", "repro"], total_seconds=71.26)
+    assert record == {
+        "command": "dvc repro",
+        "seconds": 71.3,
+        "stages": [
+            {"stage": "generate", "status": "unchanged", "seconds": None},
+            {"stage": "prepare@synthetic", "status": "ran", "seconds": 30.1},
+            {"stage": "prepare_parallel", "status": "unchanged", "seconds": None},
+            {"stage": "train_mmt@de", "status": "failed", "seconds": 20.1},
+            {"stage": "report", "status": "pending", "seconds": None},
+        ],
+    }
