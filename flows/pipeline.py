@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -126,12 +127,14 @@ def stages_markdown(tracker: ReproTracker, links: dict[str, str], total_seconds:
 
 
 def stages_record(tracker: ReproTracker, command: Sequence[str], total_seconds: float) -> dict[str, object]:
-    """The stage table as data: the command, its wall time, and each stage's status and wall time."""
+    """The stage table as data: the command, the machine it ran on, its wall time, and each stage's status and
+    wall time."""
     stages = [
         {"stage": r.name, "status": r.status, "seconds": None if r.seconds is None else round(r.seconds, 1)}
         for r in tracker.stages.values()
     ]
-    return {"command": " ".join(command), "seconds": round(total_seconds, 1), "stages": stages}
+    machine = f"{os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()})"
+    return {"command": " ".join(command), "machine": machine, "seconds": round(total_seconds, 1), "stages": stages}
 
 
 def stage_run_links(pipeline_run_id: str) -> dict[str, str]:
