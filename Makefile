@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 # from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
 PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal
 
-.PHONY: install demo ui test test-fast lint clean-venv
+.PHONY: install demo ui test test-fast lint docs clean-venv
 
 install: $(STAMP)
 
@@ -31,7 +31,7 @@ demo: $(STAMP)
 ui: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m mmtr.local_server ui
 
-test: lint
+test: lint docs
 	PATH="$(BIN):$$PATH" $(PYTEST)
 
 # The unit, params and architecture tests only: no Prefect flows, no DVC stages, no slow end-to-end runs.
@@ -42,6 +42,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check common corpora features mmt retrieval report mmtr tasks flows tests bench
 	$(BIN)/ruff format --check common corpora features mmt retrieval report mmtr tasks flows tests bench
 	$(BIN)/mypy
+
+# The docs site, built strictly: a broken link, a missing anchor or a page outside the nav fails (site in .site/).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir .site
 
 clean-venv:
 	rm -rf $(VENV)
