@@ -24,7 +24,8 @@ Determinism: the same inputs give byte-identical files. The Arrow files are writ
 fingerprint (``hf/<split>/state.json``) is the SHA-256 of its rows, not the random or path-derived one
 ``datasets`` would assign. What ``datasets`` writes may change with its version (the pinned one: constraints.txt).
 
-``datasets`` is imported inside the functions: the params reader imports :class:`ExportConfig` for every stage.
+``datasets`` is imported inside the functions that use it, so importing this module stays cheap. The `export`
+settings are :class:`~corpora.config.ExportConfig`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from common.checks import check
 from common.errors import InputError
 from common.files import atomic_dir, write_text
 from corpora.image_files import read_size
@@ -59,27 +59,6 @@ DATA_DIR, DISK_DIR, CARD = "data", "hf", "README.md"
 BATCH_ROWS = 256  # rows built in memory at a time (with images: their bytes)
 MAX_SHARD_BYTES = 500 * 2**20  # Parquet and Arrow shards of at most about this size
 MAX_SHOWN = 5  # offending images an error lists
-
-
-@dataclass(frozen=True)
-class ExportConfig:
-    """The `export` section of params.yaml: which caption variants become Hugging Face dataset folders.
-
-    Attributes:
-        variants: Variant names (each one of retrieval.variants, the variants `augment` builds); empty: all of them.
-        images: Embed each caption's image file (a ``datasets.Image`` column; the folder grows by the image bytes
-            times the captions per image).
-        regions: Add each caption's image's region features from the target corpus's FeatureStore (``regions``,
-            ``region_boxes``, ``num_regions``; K x D x 2 bytes per caption).
-    """
-
-    variants: tuple[str, ...] = ()
-    images: bool = False
-    regions: bool = False
-
-    def __post_init__(self) -> None:
-        for index, name in enumerate(self.variants):
-            check(name not in self.variants[:index], f"variants[{index}]", name, "each variant once")
 
 
 @dataclass(frozen=True)

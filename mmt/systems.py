@@ -18,21 +18,20 @@ import functools
 import logging
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
 from common.checkpoints import checkpoint_files, checkpoint_stem
-from common.checks import check, check_choice, check_not_empty, check_range
 from common.distributed import gather_objects, is_writer, share
 from common.errors import InputError
 from common.files import atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
-from mmt.marian import MarianSettings, MarianTranslator, train_marian
+from mmt.config import SystemsConfig
+from mmt.marian import MarianTranslator, train_marian
 from mmt.meteor import meteor_scores
 from mmt.metrics import (
     ContrastiveScores,
@@ -41,7 +40,7 @@ from mmt.metrics import (
     scoring_tokens,
     translation_scores,
 )
-from mmt.model import MMTConfig, MMTShape, RegionalMMT
+from mmt.model import MMTShape, RegionalMMT
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs, examples
 from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig, fit
@@ -50,55 +49,11 @@ from mmt.translator_protocol import Translator
 
 logger = logging.getLogger(__name__)
 
-SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder prefixes, caption origins)
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
 # called with each validation record of a fit (step, epoch, loss, score), for progress reports
 ValidationCallback = Callable[[dict[str, float]], None]
-
-
-@dataclass(frozen=True)
-class SystemsConfig:
-    """The `mmt` section of params.yaml.
-
-    Attributes:
-        targets: Languages that get pivot<->target systems and synthesis (a subset of languages.targets).
-        text: Subword processing of every direction.
-        model: The regional model's architecture.
-        pretrain: Text-only training on the parallel corpus.
-        finetune: Training on the translation captions (with region features for the MMT), with
-            ``finetune.mixed_pairs`` pairs of the parallel corpus mixed into each epoch, text-only.
-        beam: Beam width of the test translations.
-        meteor: Score the test translations with METEOR 1.5 too (:mod:`mmt.meteor`: a Java run, about 7 s for
-            English, which loads its paraphrase table); false leaves ``meteor`` None with the reason in the note.
-        mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
-        marian: The Marian backend's models.
-        systems: Which systems `train_mmt` trains and `synthesize` runs: ``mmt`` (needs the corpus's region
-            features) and ``mt``. ``[mt]`` alone is the text-only route, for corpora without images.
-    """
-
-    targets: tuple[str, ...] = ("de",)
-    text: SubwordConfig = field(default_factory=SubwordConfig)
-    model: MMTConfig = field(default_factory=MMTConfig)
-    pretrain: TrainConfig = field(default_factory=TrainConfig)
-    finetune: TrainConfig = field(default_factory=TrainConfig)
-    beam: int = 5
-    meteor: bool = True
-    mt_system: str = "text-only"
-    marian: MarianSettings = field(default_factory=MarianSettings)
-    systems: tuple[SystemName, ...] = ("mmt", "mt")
-
-    def __post_init__(self) -> None:
-        check_range("beam", self.beam, 1, 64)
-        check_not_empty("systems", self.systems, "system")
-        for index, name in enumerate(self.systems):
-            check_choice(f"systems[{index}]", name, SystemName)
-        check(len(set(self.systems)) == len(self.systems), "systems", list(self.systems), "each system once")
-        text_only = [name for name, backend in BACKENDS.items() if not backend.multimodal]
-        check(self.mt_system in text_only, "mt_system", self.mt_system, ", ".join(text_only))
-        mixed = self.pretrain.mixed_pairs
-        check(mixed == 0, "pretrain.mixed_pairs", mixed, "0 (finetune.mixed_pairs mixes the parallel corpus in)")
 
 
 @dataclass(frozen=True)

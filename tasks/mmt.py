@@ -21,11 +21,12 @@ from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
 from mmt.checkpoint import FINETUNE, PRETRAIN
+from mmt.config import SystemsConfig
 from mmt.curves import learning_curve, read_history
 from mmt.metrics import paired_bootstrap
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
-from mmt.systems import SystemRequest, SystemsConfig
+from mmt.systems import SystemRequest
 from mmt.text import SubwordConfig
 from tasks import artifact_key, progress_artifact
 

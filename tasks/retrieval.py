@@ -22,8 +22,8 @@ from common.files import write_json, write_tsv
 from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, load_retrieval
+from retrieval.config import RetrievalConfig
 from retrieval.experiment import (
-    RetrievalConfig,
     Translate,
     combine_replicates,
     flat_metrics,

@@ -16,7 +16,8 @@ from PIL import Image
 from common.checks import SettingError
 from common.errors import InputError
 from corpora import tables
-from corpora.hf_dataset import HF_SPLITS, PROVENANCE, CardInfo, ExportConfig, export_variant
+from corpora.config import ExportConfig
+from corpora.hf_dataset import HF_SPLITS, PROVENANCE, CardInfo, export_variant
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 

@@ -24,6 +24,7 @@ from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from mmt.checkpoint import read_checkpoint
+from mmt.config import TEXT_ONLY_BACKENDS, SystemsConfig
 from mmt.marian import MarianSettings, MarianTranslator
 from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
 from mmt.model import MMTConfig
@@ -33,7 +34,6 @@ from mmt.systems import (
     SYSTEM_FILE,
     Evaluation,
     SystemRequest,
-    SystemsConfig,
     bleu,
     compared_accuracies,
     evaluate_system,
@@ -210,6 +210,11 @@ def test_marian_weights_file_prefers_safetensors(tmp_path: Path) -> None:
     assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "pytorch_model.bin"
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "model.safetensors"
+
+
+def test_the_config_names_every_text_only_backend_of_the_registry() -> None:
+    """mmt.mt_system is checked against the config's own list (mmt/config.py imports no backend): the same rows."""
+    assert [name for name, backend in BACKENDS.items() if not backend.multimodal] == list(TEXT_ONLY_BACKENDS)
 
 
 def test_mt_system_must_be_a_text_only_backend() -> None:

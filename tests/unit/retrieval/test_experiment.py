@@ -28,10 +28,10 @@ from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from report.results import Sample, results_html, results_markdown, sample_captions, thumbnail
 from retrieval.checkpoint import LoadedModel, load_retrieval
+from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.experiment import (
     CAPTION_COLUMNS,
-    RetrievalConfig,
     evaluation_captions,
     flat_metrics,
     read_captions,
