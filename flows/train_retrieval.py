@@ -24,7 +24,7 @@ from corpora.languages import Languages
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from retrieval.config import RetrievalConfig, run_name
-from retrieval.experiment import replicate_seeds
+from retrieval.results import replicate_seeds
 from retrieval.roles import PRESETS
 from retrieval.zoo.registry import MODELS
 from tasks import artifact_key

@@ -3,7 +3,8 @@
 :func:`train_model` trains one model on one caption variant (human + synthesized captions) and writes its
 checkpoint (``model.safetensors`` + ``model.json``); :func:`test_model` scores a saved model on the test split's
 human captions, per language; :func:`translate_search` scores queries translated into the pivot language first
-(Table 5). The settings are :class:`~retrieval.config.RetrievalConfig` (the `retrieval` section of params.yaml).
+(Table 5). The settings are :class:`~retrieval.config.RetrievalConfig` (the `retrieval` section of params.yaml); what
+becomes of a run's metrics and history (replicates combined, rows for tables) is :mod:`retrieval.results`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -28,6 +28,7 @@ from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
 from retrieval.inference import EvaluationConfig, evaluate
+from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
 from retrieval.train import FitResult, fit
 from retrieval.vocab import Vocabulary
@@ -200,74 +201,3 @@ def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str,
     captions = _test_set(loaded, as_pivot, store, source)
     return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
                             batch_size=evaluation.batch_size, autocast=runtime.autocast()))  # fmt: skip
-
-
-def rounded(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Values to 4 decimals (nested ones too), so metrics files and tables do not carry float noise such as
-    88.60000000000001."""
-
-    def round_value(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: round_value(inner) for key, inner in value.items()}
-        return round(value, 4) if isinstance(value, float) else value
-
-    return {key: round_value(value) for key, value in metrics.items()}
-
-
-def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """One row per epoch of a fit's history, for learning curves: seed, epoch, lr, loss (and the caption-caption
-    loss), validation rsum, and per validation language its rsum and R@1 both ways. Timings are left out: the
-    file must be identical for identical runs."""
-    rows = []
-    for entry in history:
-        row: dict[str, Any] = {"seed": seed, "epoch": entry["epoch"], "lr": entry["lr"], "loss": entry["loss"],
-                               "c2c_loss": entry["c2c_loss"], "val_rsum": entry["val_rsum"]}  # fmt: skip
-        for lang, summary in entry["val"].items():
-            row |= {f"val_{lang}_{key}": value for key, value in summary.items()}
-        rows.append(row)
-    return rows
-
-
-def replicate_seeds(seed: int, replicates: int) -> list[int]:
-    """The training seeds of a run's replicates: ``seed``, ``seed + 1``, ..."""
-    return [seed + index for index in range(replicates)]
-
-
-def combine_replicates(runs: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
-    """The test metrics of replicate runs as one metrics file: every number the mean over the runs (rounded to 2
-    decimals, the schema of one run), ``std`` the sample standard deviation of each (same keys) and ``seeds``.
-    One run is returned as it is.
-
-    Raises:
-        ValueError: no runs, a seed count that differs, or runs whose metrics have different keys.
-    """
-    if not runs or len(runs) != len(seeds):
-        raise ValueError(f"{len(runs)} replicate runs for {len(seeds)} seeds")
-    if len(runs) == 1:
-        return dict(runs[0])
-    mean, spread = _mean_and_std(runs, path="metrics")
-    assert isinstance(mean, dict) and isinstance(spread, dict)
-    return {**mean, "std": spread, "seeds": list(seeds)}
-
-
-def _mean_and_std(values: Sequence[Any], *, path: str) -> tuple[Any, Any]:
-    """(mean, std) of one key across runs: mappings key by key, numbers averaged, anything else kept (equal)."""
-    first = values[0]
-    if isinstance(first, Mapping):
-        if any(not isinstance(value, Mapping) or value.keys() != first.keys() for value in values):
-            raise ValueError(f"{path}: the replicate runs' metrics have different keys")
-        pairs = {key: _mean_and_std([value[key] for value in values], path=f"{path}.{key}") for key in first}
-        spreads = {key: spread for key, (_, spread) in pairs.items() if spread is not None}
-        return {key: mean for key, (mean, _) in pairs.items()}, spreads or None
-    if isinstance(first, int | float) and not isinstance(first, bool):
-        numbers = np.asarray(values, dtype=np.float64)
-        return round(float(numbers.mean()), 2), round(float(numbers.std(ddof=1)), 2)
-    if any(value != first for value in values):
-        raise ValueError(f"{path}: the replicate runs disagree ({values!r})")
-    return first, None
-
-
-def flat_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """One language's metrics as one row: i2t_r1 .. t2i_r10, rsum, mr."""
-    recalls = {f"{direction}_r{k}": metrics[direction][f"r{k}"] for direction in ("i2t", "t2i") for k in (1, 5, 10)}
-    return recalls | {"rsum": metrics["rsum"], "mr": metrics["mr"]}

@@ -118,7 +118,7 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
 def test_replicated_runs_show_mean_and_standard_deviation() -> None:
     """Three seeds of one run, combined as train_retrieval writes them: every recall and rsum is the mean, with the
     sample standard deviation beside it, in the language tables and the translate-search table alike."""
-    from retrieval.experiment import combine_replicates
+    from retrieval.results import combine_replicates
 
     runs = [{"en": _metrics(r1), "translate_search": {"de": _metrics(r1 + 1)}, "protocol": "full"}
             for r1 in (1.0, 2.0, 6.0)]  # fmt: skip
