@@ -1,13 +1,14 @@
 """Every dataset adapter by name: one row each (its settings dataclass and its reader).
 
 Add a dataset format: write ``corpora/<format>.py`` (a config dataclass and a reader returning a
-:class:`~corpora.prepared.Corpus`) and add its row here; ``prepare.format`` in params.yaml then selects it.
+:class:`~corpora.prepared.Corpus`), add its row here and its settings field to
+:class:`~corpora.config.PrepareConfig`; a corpus's ``format`` in params.yaml then selects it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from corpora.languages import Languages
 from corpora.multi30k import Multi30kConfig, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
-from corpora.wmt import ParallelConfig
 
 # reader(config, source, image_root, languages, dataset): image_root None leaves image sizes null
 Reader = Callable[[Any, Path, Path | None, Languages, str], Corpus]
@@ -68,28 +68,3 @@ def read_corpus(
     if not isinstance(config, adapter.config_type):
         raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")
     return adapter.read(config, source, image_root, languages, dataset)
-
-
-@dataclass(frozen=True)
-class PrepareConfig:
-    """The `prepare` section of params.yaml: every adapter's settings, shared by the corpora read with it.
-
-    Attributes:
-        read_image_sizes: Open every image header for width/height (false: text-only, sizes null).
-        multi30k: Settings of the multi30k adapter.
-        karpathy: Settings of the karpathy adapter.
-        scan: Settings of the scan adapter.
-        parallel: The text-only parallel corpus (MT pre-training).
-    """
-
-    read_image_sizes: bool = True
-    multi30k: Multi30kConfig = field(default_factory=Multi30kConfig)
-    karpathy: KarpathyConfig = field(default_factory=KarpathyConfig)
-    scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-
-    def adapter_config(self, format: str) -> object:
-        """The settings of the adapter ``format`` (a name of :data:`ADAPTERS`)."""
-        if format not in ADAPTERS:
-            raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(ADAPTERS)}")
-        return getattr(self, format)

@@ -24,18 +24,18 @@ Determinism: the same inputs give byte-identical files. The Arrow files are writ
 fingerprint (``hf/<split>/state.json``) is the SHA-256 of its rows, not the random or path-derived one
 ``datasets`` would assign. What ``datasets`` writes may change with its version (the pinned one: constraints.txt).
 
-``datasets`` is imported inside the functions: the params reader imports :class:`ExportConfig` for every stage.
+The card's text is rendered by :mod:`corpora.dataset_card`. ``datasets`` is imported inside the functions that use
+it, so importing this module stays cheap. The `export` settings are :class:`~corpora.config.ExportConfig`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import math
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,9 +43,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from common.checks import check
 from common.errors import InputError
 from common.files import atomic_dir, write_text
+from corpora.dataset_card import CardInfo, dataset_card
 from corpora.image_files import read_size
 from corpora.tables import SPLITS, validate_captions, validate_images
 
@@ -59,53 +59,6 @@ DATA_DIR, DISK_DIR, CARD = "data", "hf", "README.md"
 BATCH_ROWS = 256  # rows built in memory at a time (with images: their bytes)
 MAX_SHARD_BYTES = 500 * 2**20  # Parquet and Arrow shards of at most about this size
 MAX_SHOWN = 5  # offending images an error lists
-
-
-@dataclass(frozen=True)
-class ExportConfig:
-    """The `export` section of params.yaml: which caption variants become Hugging Face dataset folders.
-
-    Attributes:
-        variants: Variant names (each one of retrieval.variants, the variants `augment` builds); empty: all of them.
-        images: Embed each caption's image file (a ``datasets.Image`` column; the folder grows by the image bytes
-            times the captions per image).
-        regions: Add each caption's image's region features from the target corpus's FeatureStore (``regions``,
-            ``region_boxes``, ``num_regions``; K x D x 2 bytes per caption).
-    """
-
-    variants: tuple[str, ...] = ()
-    images: bool = False
-    regions: bool = False
-
-    def __post_init__(self) -> None:
-        for index, name in enumerate(self.variants):
-            check(name not in self.variants[:index], f"variants[{index}]", name, "each variant once")
-
-
-@dataclass(frozen=True)
-class CardInfo:
-    """What the dataset card says about where the captions come from.
-
-    Attributes:
-        variant: The variant's name (``mmt_f``).
-        definition: The variant in words (``MMT(f): origin mmt, 1 hop, hops kept: 1``).
-        corpus: The corpus's name in params.yaml (corpus_roles.target).
-        dataset: The images table's dataset name.
-        generated: True for the built-in synthetic data this project generates; False for a real corpus (its own
-            license applies).
-        pivot: languages.pivot.
-        targets: mmt.targets, the languages captions were synthesized in and back from.
-        settings: Further params that shaped the data, ``key -> value`` (shown as a table).
-    """
-
-    variant: str
-    definition: str
-    corpus: str
-    dataset: str
-    generated: bool
-    pivot: str
-    targets: tuple[str, ...]
-    settings: Mapping[str, object] = field(default_factory=dict)
 
 
 class RegionSource(Protocol):
@@ -194,7 +147,10 @@ def export_variant(
             for index in range(count):
                 shard = dataset.shard(num_shards=count, index=index, contiguous=True)
                 shard.to_parquet(str(tmp / DATA_DIR / f"{name}-{index:05d}-of-{count:05d}.parquet"))
-        write_text(tmp / CARD, dataset_card(card, summary, _origins(captions), with_images, regions))
+        card_text = dataset_card(
+            card, summary, _origins(captions), tuple(features), regions, data_dir=DATA_DIR, disk_dir=DISK_DIR
+        )
+        write_text(tmp / CARD, card_text)
         del dataset_dict, splits  # release the memory maps of the scratch files
         shutil.rmtree(scratch)
     return ExportSummary(summary, tuple(features))
@@ -311,119 +267,10 @@ def _quiet(datasets: Any) -> Iterator[None]:
 
 
 def _origins(captions: pa.Table) -> list[dict[str, Any]]:
-    """Rows per split, language, origin, system and hop, in a stable order."""
+    """Rows per split (its Hugging Face name), language, origin, system and hop, in a stable order."""
     keys = ["split", "lang", "origin", "system", "hop"]
     grouped = captions.group_by(keys, use_threads=False).aggregate([("caption_id", "count")]).to_pylist()
     order = {split: index for index, split in enumerate(SPLITS)}
-    return sorted(grouped, key=lambda row: (order[row["split"]], row["hop"], row["origin"], row["system"] or "",
+    rows = sorted(grouped, key=lambda row: (order[row["split"]], row["hop"], row["origin"], row["system"] or "",
                                             row["lang"]))  # fmt: skip
-
-
-SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
-                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"))  # fmt: skip
-
-COLUMN_DOCS = {
-    "image_id": "the image's id in the corpus's images table",
-    "text": "the caption",
-    "lang": "its language (ISO 639-1)",
-    "kind": "`comparable` (written for the image, Multi30K task 2 style) or `translation` (a translation of the "
-    "pivot caption, task 1 style)",
-    "caption_id": "unique id; a synthesized caption's id is its parent's id, `>`, and the system",
-    "origin": "`human` (written by people, or by the built-in generator), `mt` (text-only machine translation) or "
-    "`mmt` (multimodal machine translation, the image's regions as context)",
-    "system": "the translation system that produced it, `<origin>-<source language>-<target language>` "
-    "(empty for human captions)",
-    "hop": "0 for human captions; 1 translated forward from the pivot, 2 back into the pivot, 3 forward again, ...",
-    "parent_id": "the `caption_id` of the caption it was translated from (empty for human captions)",
-    "image_path": "the image file, relative to the corpus's image folder",
-    "image": "the image file's bytes (decoded to a PIL image on access)",
-    "regions": "the image's region features (K x D, float16): the first `num_regions` rows, then zeros",
-    "region_boxes": "their boxes (K x 4, float32, x1 y1 x2 y2 in pixels)",
-    "num_regions": "how many of the K rows are regions",
-}
-
-
-def dataset_card(
-    card: CardInfo,
-    rows: Mapping[str, Mapping[str, int]],
-    origins: Sequence[Mapping[str, Any]],
-    with_images: bool,
-    regions: RegionSource | None,
-) -> str:
-    """The README.md of an exported variant: YAML front matter for the Hub and ``load_dataset``, then the body."""
-    languages = sorted({lang for counts in rows.values() for lang in counts})
-    total = sum(sum(counts.values()) for counts in rows.values())
-    size = next((label for limit, label in SIZE_CATEGORIES if total < limit), "n>100M")
-    pretty = f"mmtr {card.corpus}: caption variant {card.variant}"
-    license_name = "mmtr-generated" if card.generated else f"{card.dataset}-license"
-    front = ["---", f"pretty_name: {_quoted(pretty)}", "language:", *(f"- {lang}" for lang in languages),
-             "multilinguality: multilingual" if len(languages) > 1 else "multilinguality: monolingual",
-             "license: other", f"license_name: {_quoted(license_name)}", "size_categories:", f"- {size}",
-             "task_categories:", "- image-to-text", "- text-to-image", "tags:", "- image-text-retrieval",
-             "- machine-translation", "- synthetic-captions",
-             "configs:", "- config_name: default", "  data_files:"]  # fmt: skip
-    for name in rows:
-        front += [f"  - split: {name}", f"    path: {DATA_DIR}/{name}-*.parquet"]
-    front.append("---")
-    body = [f"# {pretty}", "",
-            f"The caption variant `{card.variant}` of the corpus `{card.corpus}` (dataset `{card.dataset}`), written "
-            f"by the `export` stage of mmtr: one row per caption, {total} in all, in {', '.join(languages)}.", "",
-            "## How it was made", "",
-            f"- Variant `{card.variant}`: {card.definition}.",
-            f"- Pivot language: `{card.pivot}`; target languages of the translation systems (mmt.targets): "
-            f"{', '.join(f'`{lang}`' for lang in card.targets) or 'none'}.",
-            "- Human captions come from the prepared corpus; synthesized ones were translated, in passes (hops), from "
-            "the train split's human pivot captions.", ""]  # fmt: skip
-    if card.settings:
-        settings = [f"| `{key}` | `{_yaml_value(value)}` |" for key, value in card.settings.items()]
-        body += ["| setting | value |", "|---|---|", *settings, ""]
-    body += ["Captions per split, language and provenance:", "",
-             "| split | lang | origin | system | hop | captions |", "|---|---|---|---|---|---:|"]  # fmt: skip
-    for row in origins:
-        body.append(f"| {HF_SPLITS[row['split']]} | {row['lang']} | {row['origin']} | {row['system'] or '-'} | "
-                    f"{row['hop']} | {row['caption_id_count']} |")  # fmt: skip
-    body += ["", "## Splits", "",
-             "Hugging Face split names: our `val` split is `validation`. Captions per split and language:", "",
-             "| split | " + " | ".join(languages) + " | all |", "|---|" + "---:|" * (len(languages) + 1)]  # fmt: skip
-    for name, counts in rows.items():
-        cells = [str(counts.get(lang, 0)) for lang in languages]
-        body.append(f"| {name} | {' | '.join(cells)} | {sum(counts.values())} |")
-    columns = [*TEXT_COLUMNS, *PROVENANCE, "image_path"]
-    if with_images:
-        columns.append("image")
-    if regions is not None:
-        columns += ["regions", "region_boxes", "num_regions"]
-    body += ["", "## Columns", "", *(f"- `{name}`: {COLUMN_DOCS[name]}" for name in columns), ""]
-    if not with_images:
-        body += ["The images are not embedded (params `export.images: false`): `image_path` is relative to the "
-                 "corpus's image folder.", ""]  # fmt: skip
-    else:
-        body += ["Each row holds its image's bytes (one copy per caption), so the folder loads after the source "
-                 "images move.", ""]  # fmt: skip
-    if regions is not None:
-        body += [f"Region features from the feature store `{regions.path.name}` (K = {regions.max_regions}, "
-                 f"D = {regions.dim}), one copy per caption.", ""]  # fmt: skip
-    body += ["## Loading", "", "```python", "import datasets", "",
-             'ds = datasets.load_dataset("path/to/this/folder")  # the Parquet files, through the configs above',
-             f'ds = datasets.load_dataset("parquet", data_dir="path/to/this/folder/{DATA_DIR}")',
-             f'ds = datasets.load_from_disk("path/to/this/folder/{DISK_DIR}")  # the Arrow files, memory-mapped',
-             "```", "", "## License", ""]  # fmt: skip
-    if card.generated:
-        body.append("Built-in synthetic data: the images and human captions were generated by mmtr's own generator "
-                    "(corpora/synthetic) from a seed, and the synthesized captions by models trained on them; no "
-                    "third-party data is included. mmtr's code is MIT-licensed.")  # fmt: skip
-    else:
-        body.append(f"Derived from `{card.dataset}`: its images and human captions keep the source dataset's license "
-                    f"and terms of use, and the synthesized captions are derived from them. Check that license "
-                    f"before you share or publish this folder.")  # fmt: skip
-    return "\n".join([*front, *body, ""])
-
-
-def _quoted(text: str) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is a subset of YAML's)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _yaml_value(value: object) -> str:
-    """A setting as params.yaml would spell it: plain strings bare, anything else in JSON (YAML flow) syntax."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return [{**row, "split": HF_SPLITS[row["split"]]} for row in rows]

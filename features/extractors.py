@@ -1,71 +1,38 @@
-"""Every region extractor by name (``features.extractor``): one row each, and the `features` settings.
+"""Every region extractor by name (``features.extractor``): one row each.
 
 A row is a :class:`NetworkExtractor` (a network run over the images, shard by shard: the built-in compact
 preset, the bottom-up-attention detector) or a :class:`FeatureImporter` (features users already hold,
-copied into a FeatureStore as they are). Add an extractor: write its module and add its row here.
+copied into a FeatureStore as they are). Add an extractor: write its module, add its row here and the check of
+the settings it needs to :data:`~features.config.EXTRACTOR_CHECKS` (the `features` settings,
+:class:`~features.config.FeaturesConfig`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 import pyarrow as pa
 
-from common.checks import SettingError, check, check_range
 from common.errors import InputError
 from common.files import file_sha256, file_stamp
 from common.runtime import Runtime
-from features.bottom_up.extractor import BUTDExtractor, BUTDSettings
+from features.bottom_up.extractor import BUTDExtractor
 from features.bottom_up.weights import load_detector
 from features.boxes import read_given_boxes
 from features.compact import (
     CompactExtractor,
-    CompactPreset,
     builtin_training_set,
     encoder_for,
     load_encoder,
     weights_sha256,
 )
+from features.config import FeaturesConfig
 from features.extraction import ImageJob, RegionExtractor
-from features.importers import ImportConfig, import_butd_tsv, import_scan_splits
-from features.regions import RegionConfig, RegionSelection, max_regions
-
-
-@dataclass(frozen=True)
-class FeaturesConfig:
-    """The `features` section of params.yaml.
-
-    Attributes:
-        extractor: A name of :data:`EXTRACTORS`.
-        regions: How regions are chosen.
-        shard_size: Images per shard (the unit of resumption and of distribution).
-        batch_size: Images per forward pass.
-        on_bad_image: fail (an error naming every bad file, after all shards ran) or skip (recorded).
-        probe: Train linear probes on the features for every label column of the boxes table.
-        compact: The built-in preset (extractor compact).
-        butd: The bottom-up-attention checkpoint and image scale (extractor butd).
-        imported: The files to import (extractors scan-npy, butd-tsv).
-    """
-
-    extractor: str = "compact"
-    regions: RegionConfig = field(default_factory=lambda: RegionConfig(mode="given"))  # what compact needs
-    shard_size: int = 200
-    batch_size: int = 16
-    on_bad_image: Literal["fail", "skip"] = "fail"
-    probe: bool = True
-    compact: CompactPreset = field(default_factory=CompactPreset)
-    butd: BUTDSettings = field(default_factory=BUTDSettings)
-    imported: ImportConfig = field(default_factory=ImportConfig)
-
-    def __post_init__(self) -> None:
-        check(self.extractor in EXTRACTORS, "extractor", self.extractor, ", ".join(EXTRACTORS))
-        check_range("shard_size", self.shard_size, 1, 1_000_000)
-        check_range("batch_size", self.batch_size, 1, 4096)
-        EXTRACTORS[self.extractor].check(self)
+from features.importers import import_butd_tsv, import_scan_splits
+from features.regions import RegionSelection, max_regions
 
 
 @dataclass(frozen=True)
@@ -106,7 +73,6 @@ class NetworkExtractor:
     weights_sha256: Callable[[Path], str]
     options: Callable[[FeaturesConfig], dict[str, int]]
     build: Callable[[ExtractorSpec], RegionExtractor]
-    check: Callable[[FeaturesConfig], None]
 
     def spec(self, name: str, config: FeaturesConfig, weights: Path, runtime: Runtime) -> ExtractorSpec:
         options = tuple(sorted(self.options(config).items()))
@@ -116,7 +82,6 @@ class NetworkExtractor:
 @dataclass(frozen=True)
 class FeatureImporter:
     run: Callable[[FeaturesConfig, pa.Table, Path, Path], None]  # (config, images table, inputs folder, store folder)
-    check: Callable[[FeaturesConfig], None]
 
 
 def _compact_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
@@ -132,11 +97,6 @@ def _compact_build(spec: ExtractorSpec) -> RegionExtractor:
     return CompactExtractor(load_encoder(spec.weights), max_regions=max_regions(spec.selection), device=device)
 
 
-def _compact_check(config: FeaturesConfig) -> None:
-    if config.regions.mode != "given":
-        raise SettingError("regions.mode", f"got {config.regions.mode!r}, allowed with extractor compact: given")
-
-
 def _butd_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
     return inputs.inputs / str(config.butd.checkpoint)
 
@@ -145,11 +105,6 @@ def _butd_build(spec: ExtractorSpec) -> RegionExtractor:
     model = load_detector(spec.weights, **dict(spec.options))
     device = spec.runtime.torch_device()
     return BUTDExtractor(model, spec.selection, device, autocast=spec.runtime.autocast())
-
-
-def _butd_check(config: FeaturesConfig) -> None:
-    if not config.butd.checkpoint:
-        raise SettingError("butd.checkpoint", "missing: extractor butd needs a checkpoint file name")
 
 
 def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
@@ -169,15 +124,6 @@ def _import_tsv(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Pat
                     image_ids=images.column("image_id").to_pylist())  # fmt: skip
 
 
-def _tsv_check(config: FeaturesConfig) -> None:
-    if not config.imported.tsv_files:
-        raise SettingError("imported.tsv_files", "empty: extractor butd-tsv needs at least one TSV file")
-
-
-def _no_check(config: FeaturesConfig) -> None:
-    return None
-
-
 def _compact_sha256(weights: Path) -> str:
     return weights_sha256(str(weights))
 
@@ -192,11 +138,11 @@ def _butd_options(config: FeaturesConfig) -> dict[str, int]:
 
 EXTRACTORS: dict[str, NetworkExtractor | FeatureImporter] = {
     # the built-in preset: a small CNN trained on the given boxes' labels (the built-in data)
-    "compact": NetworkExtractor(_compact_weights, _compact_sha256, _no_options, _compact_build, _compact_check),
+    "compact": NetworkExtractor(_compact_weights, _compact_sha256, _no_options, _compact_build),
     # bottom-up attention Faster R-CNN R101-C4 (Anderson et al. 2018) from a public checkpoint
-    "butd": NetworkExtractor(_butd_weights, file_sha256, _butd_options, _butd_build, _butd_check),
-    "scan-npy": FeatureImporter(_import_scan, _no_check),  # SCAN precomp <stem>_ims.npy
-    "butd-tsv": FeatureImporter(_import_tsv, _tsv_check),  # bottom-up TSV files (generate_tsv.py)
+    "butd": NetworkExtractor(_butd_weights, file_sha256, _butd_options, _butd_build),
+    "scan-npy": FeatureImporter(_import_scan),  # SCAN precomp <stem>_ims.npy
+    "butd-tsv": FeatureImporter(_import_tsv),  # bottom-up TSV files (generate_tsv.py)
 }
 
 

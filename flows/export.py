@@ -17,7 +17,7 @@ from prefect.artifacts import create_table_artifact
 
 from common.errors import InputError
 from common.files import atomic_dir
-from corpora.hf_dataset import CardInfo
+from corpora.dataset_card import CardInfo
 from corpora.tables import read_images
 from features.store import FeatureStore
 from mmt.augment import Variant

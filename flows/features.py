@@ -14,8 +14,9 @@ from prefect.artifacts import create_table_artifact
 from common.files import write_json
 from common.runtime import Runtime
 from corpora.tables import read_images
+from features.config import FeaturesConfig
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
-from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter, FeaturesConfig
+from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner
 from tasks import artifact_key

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from prefect import flow, tags
 
-from corpora.adapters import PrepareConfig
+from corpora.config import PrepareConfig
 from corpora.languages import Languages
 from corpora.prepared import count_captions
 from mmtr.params import CorpusParams, Params

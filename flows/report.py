@@ -18,7 +18,7 @@ from common.files import atomic_dir
 from corpora.tables import read_images
 from mmtr.params import Params
 from mmtr.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
-from report.results import ReportContext
+from report.tables import ReportContext
 from tasks import artifact_key
 from tasks.report import write_report
 

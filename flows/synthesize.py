@@ -19,8 +19,9 @@ from prefect.utilities.annotations import unmapped
 from common.files import write_text
 from common.runtime import Runtime
 from corpora.prepared import read_prepared
+from mmt.config import SynthesisConfig
 from mmt.diversity import round_trip_changes
-from mmt.synthesis import Origin, SynthesisConfig, SynthesisTask, collect, hop_languages, plan_shards, select_sources
+from mmt.synthesis import Origin, SynthesisTask, collect, hop_languages, plan_shards, select_sources
 from mmt.systems import system_sha256
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner

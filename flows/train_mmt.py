@@ -27,8 +27,9 @@ from common.files import staged_children
 from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
+from mmt.config import SystemsConfig
 from mmt.pairs import direction_data
-from mmt.systems import TEXT_ONLY_REGION_DIM, SystemsConfig
+from mmt.systems import TEXT_ONLY_REGION_DIM
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key

@@ -23,7 +23,8 @@ from common.runtime import Runtime
 from corpora.languages import Languages
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
-from retrieval.experiment import RetrievalConfig, replicate_seeds, run_name
+from retrieval.config import RetrievalConfig, run_name
+from retrieval.results import replicate_seeds
 from retrieval.roles import PRESETS
 from retrieval.zoo.registry import MODELS
 from tasks import artifact_key

@@ -17,8 +17,7 @@ Rows keep their provenance columns, so a retrieval model can still select among 
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,7 +26,6 @@ from common.checks import SettingError, check, check_range
 from corpora.tables import validate_captions
 from mmt.synthesis import MAX_HOPS, Origin
 
-VARIANT_NAME = re.compile(r"[a-z][a-z0-9_]*")  # no hyphen: retrieval run names are <model>-<variant>-<role>
 _SYSTEM_LABELS: dict[Origin, str] = {"mt": "MT", "mmt": "MMT"}
 
 
@@ -85,31 +83,6 @@ VARIANTS: dict[str, Variant] = {
     "mmt_b": Variant("mmt", hops=2, keep=(2,)),
     "mmt_fbf": Variant("mmt", hops=3),
 }
-
-
-@dataclass(frozen=True)
-class AugmentConfig:
-    """The `augment` section of params.yaml.
-
-    Attributes:
-        custom_variants: Variants of your own by name (``[a-z][a-z0-9_]*``, not a preset's name), beside the
-            presets of :data:`VARIANTS`.
-    """
-
-    custom_variants: dict[str, Variant] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name in self.custom_variants:
-            key = f"custom_variants.{name}"
-            if not VARIANT_NAME.fullmatch(name):
-                raise SettingError(key, f"got {name!r}, allowed: lowercase letters, digits and _ (run names use -)")
-            if name in VARIANTS:
-                raise SettingError(key, f"a preset has this name; presets: {', '.join(VARIANTS)}")
-
-    @property
-    def variants(self) -> dict[str, Variant]:
-        """Every variant by name: the presets in their order, then the custom ones."""
-        return {**VARIANTS, **self.custom_variants}
 
 
 def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -> pa.Table:

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from common.checks import check_not_empty, check_range
 from common.files import atomic_path
 from corpora.tables import CAPTIONS_SCHEMA
 
@@ -32,33 +31,6 @@ Origin = Literal["mt", "mmt"]
 MAX_HOPS = 8  # each pass costs a full decoding of the captions; beyond a few, paraphrases only drift further
 # translate(texts, image_ids) -> translations, one per text; image_ids let a multimodal system fetch regions
 TranslateFn = Callable[[Sequence[str], Sequence[str]], list[str]]
-
-
-@dataclass(frozen=True)
-class SynthesisConfig:
-    """Caption synthesis (the `synthesis` section of params.yaml).
-
-    Attributes:
-        kinds: Which human pivot captions are translated: comparable (Multi30K task 2 style) and/or
-            translation (task 1 style, the MMT's own training data).
-        shard_size: Captions per shard (the unit of resumption and of distribution).
-        batch_size: Sentences per decoding batch.
-        beam: Beam width.
-        hops: Translation passes per system (:func:`hop_languages`): 1 forward only, 2 forward and back, ...
-    """
-
-    kinds: tuple[Literal["comparable", "translation"], ...] = ("comparable",)
-    shard_size: int = 1000
-    batch_size: int = 64
-    beam: int = 5
-    hops: int = 2
-
-    def __post_init__(self) -> None:
-        check_not_empty("kinds", self.kinds, "kind of caption (comparable, translation)")
-        check_range("shard_size", self.shard_size, 1, 10_000_000)
-        check_range("batch_size", self.batch_size, 1, 65_536)
-        check_range("beam", self.beam, 1, 64)
-        check_range("hops", self.hops, 1, MAX_HOPS)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ trained from there, each in its own folder (its weights in checkpoint ``finetune
   captions without images) or ``marian`` (transformers' MarianMTModel, held locally or trained here).
 
 Each folder records its backend in ``system.json``, so :func:`load_system` turns any system folder into a
-:class:`~mmt.translator_protocol.Translator` without guessing from its files.
+:class:`~mmt.translator_protocol.Translator` without guessing from its files. A trained system's test scores are
+:mod:`mmt.evaluation`'s; :func:`bleu` here is the validation score that early-stops training.
 """
 
 from __future__ import annotations
@@ -17,32 +18,26 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
 from common.checkpoints import checkpoint_files, checkpoint_stem
-from common.checks import check, check_choice, check_not_empty, check_range
 from common.distributed import gather_objects, is_writer, share
 from common.errors import InputError
 from common.files import atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
-from mmt.marian import MarianSettings, MarianTranslator, train_marian
-from mmt.meteor import meteor_scores
+from mmt.config import SystemsConfig
+from mmt.marian import MarianTranslator, train_marian
 from mmt.metrics import (
-    ContrastiveScores,
-    contrastive_accuracy,
-    image_dependent_scores,
-    scoring_tokens,
     translation_scores,
 )
-from mmt.model import MMTConfig, MMTShape, RegionalMMT
-from mmt.pairs import ContrastiveItem, DirectionData, Pairs, examples
+from mmt.model import MMTShape, RegionalMMT
+from mmt.pairs import DirectionData, Pairs, examples
 from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig, fit
 from mmt.translator import MMTTranslator
@@ -50,55 +45,11 @@ from mmt.translator_protocol import Translator
 
 logger = logging.getLogger(__name__)
 
-SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder prefixes, caption origins)
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
 # called with each validation record of a fit (step, epoch, loss, score), for progress reports
 ValidationCallback = Callable[[dict[str, float]], None]
-
-
-@dataclass(frozen=True)
-class SystemsConfig:
-    """The `mmt` section of params.yaml.
-
-    Attributes:
-        targets: Languages that get pivot<->target systems and synthesis (a subset of languages.targets).
-        text: Subword processing of every direction.
-        model: The regional model's architecture.
-        pretrain: Text-only training on the parallel corpus.
-        finetune: Training on the translation captions (with region features for the MMT), with
-            ``finetune.mixed_pairs`` pairs of the parallel corpus mixed into each epoch, text-only.
-        beam: Beam width of the test translations.
-        meteor: Score the test translations with METEOR 1.5 too (:mod:`mmt.meteor`: a Java run, about 7 s for
-            English, which loads its paraphrase table); false leaves ``meteor`` None with the reason in the note.
-        mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
-        marian: The Marian backend's models.
-        systems: Which systems `train_mmt` trains and `synthesize` runs: ``mmt`` (needs the corpus's region
-            features) and ``mt``. ``[mt]`` alone is the text-only route, for corpora without images.
-    """
-
-    targets: tuple[str, ...] = ("de",)
-    text: SubwordConfig = field(default_factory=SubwordConfig)
-    model: MMTConfig = field(default_factory=MMTConfig)
-    pretrain: TrainConfig = field(default_factory=TrainConfig)
-    finetune: TrainConfig = field(default_factory=TrainConfig)
-    beam: int = 5
-    meteor: bool = True
-    mt_system: str = "text-only"
-    marian: MarianSettings = field(default_factory=MarianSettings)
-    systems: tuple[SystemName, ...] = ("mmt", "mt")
-
-    def __post_init__(self) -> None:
-        check_range("beam", self.beam, 1, 64)
-        check_not_empty("systems", self.systems, "system")
-        for index, name in enumerate(self.systems):
-            check_choice(f"systems[{index}]", name, SystemName)
-        check(len(set(self.systems)) == len(self.systems), "systems", list(self.systems), "each system once")
-        text_only = [name for name, backend in BACKENDS.items() if not backend.multimodal]
-        check(self.mt_system in text_only, "mt_system", self.mt_system, ", ".join(text_only))
-        mixed = self.pretrain.mixed_pairs
-        check(mixed == 0, "pretrain.mixed_pairs", mixed, "0 (finetune.mixed_pairs mixes the parallel corpus in)")
 
 
 @dataclass(frozen=True)
@@ -345,121 +296,3 @@ def _load_system(folder: str, store: str | None, runtime: Runtime, weights_stamp
 def system_sha256(folder: str) -> str:
     """Hash of a system's weights (synthesis shards are keyed on it: a retrained system never reuses them)."""
     return file_sha256(system_backend(Path(folder)).weights_file(Path(folder)))
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """A system's scores on a test set and the translations they were computed from."""
-
-    metrics: dict[str, object]
-    hypotheses: list[str]
-
-
-def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                    meteor: bool = True,
-                    contrastive: Sequence[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
-    """The scores of the system in ``folder`` on ``test``.
-
-    BLEU (both conventions), chrF with their signatures, METEOR 1.5 unless ``meteor`` is false (or why not:
-    :mod:`mmt.meteor`); for a
-    multimodal system also its image awareness (Elliott 2018): BLEU with every sentence's own image minus BLEU with
-    another sentence's image (:func:`shuffled_images`), ``None`` for text-only systems. Where the corpus records them,
-    ``image_dependent`` (:func:`image_dependent_metrics`) and ``contrastive`` (:func:`contrastive_metrics`) on
-    ``contrastive``, the direction's items; otherwise these keys hold why they are absent.
-    """
-    system = load_system(folder, store, runtime)
-    multimodal = system_backend(Path(folder)).multimodal
-    hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
-    metrics: dict[str, object] = {**translation_scores(hypotheses, test.tgt, tgt), "test_sentences": len(test.src),
-                                  "beam": beam, "bleu_shuffled_images": None, "image_awareness": None}  # fmt: skip
-    if meteor:
-        metrics.update(meteor_scores(scoring_tokens(hypotheses, tgt), scoring_tokens(test.tgt, tgt), tgt))
-    else:
-        metrics.update(meteor=None, meteor_note="METEOR 1.5 not computed: mmt.meteor is false")
-    if multimodal and test.image_ids is not None:
-        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64)
-        blind_bleu = translation_scores(blind, test.tgt, tgt)["bleu"]
-        assert isinstance(blind_bleu, float) and isinstance(metrics["bleu"], float)
-        metrics.update(bleu_shuffled_images=blind_bleu, image_awareness=metrics["bleu"] - blind_bleu)
-    metrics["image_dependent"] = image_dependent_metrics(hypotheses, test, tgt)
-    metrics["contrastive"] = contrastive_metrics(system, contrastive, multimodal=multimodal)
-    return Evaluation(metrics, hypotheses)
-
-
-def image_dependent_metrics(hypotheses: Sequence[str], test: Pairs, tgt: str) -> dict[str, object] | str:
-    """``{"sentences", "words", "word_accuracy", "bleu", "chrf"}`` of the test sentences whose reference has words the
-    image decides (:func:`~mmt.metrics.image_dependent_scores`), or why there are none."""
-    if test.tgt_words is None:
-        return "the corpus records no image-dependent words"
-    if not any(test.tgt_words):
-        return f"no test caption in {tgt} has image-dependent words"
-    return image_dependent_scores(hypotheses, test.tgt, test.tgt_words, tgt)
-
-
-def contrastive_metrics(
-    system: Translator, items: Sequence[ContrastiveItem] | None, *, multimodal: bool
-) -> dict[str, object] | str:
-    """``{"items", "accuracy"}``: :func:`~mmt.metrics.contrastive_accuracy` of ``system`` on ``items`` (0.5 for a
-    text-only system), or why there are none (``items`` None: the corpus has none; empty: none for this direction)."""
-    if items is None:
-        return "the corpus has no contrastive items"
-    if not items:
-        return "the corpus has no contrastive items for this direction"
-    accuracy = contrastive_accuracy(contrastive_scores(system, items, multimodal=multimodal))
-    return {"items": len(items), "accuracy": accuracy}
-
-
-def contrastive_scores(
-    system: Translator, items: Sequence[ContrastiveItem], *, multimodal: bool
-) -> list[ContrastiveScores]:
-    """Each item's two translations scored with each of its two images, in one batched call.
-
-    A text-only system scores each (source, translation) once for both images: its score cannot depend on the image,
-    and one number per pair keeps batch padding from telling the two apart in the last bits (its accuracy stays 0.5).
-    """
-
-    trials = [
-        (item.source, translation, image_id if multimodal else None)
-        for item in items
-        for translation, image_id in (
-            (item.translation_a, item.image_a),
-            (item.translation_b, item.image_a),
-            (item.translation_b, item.image_b),
-            (item.translation_a, item.image_b),
-        )
-    ]
-    unique = list(dict.fromkeys(trials))
-    images = [image_id for _, _, image_id in unique if image_id is not None] if multimodal else None
-    values = system.score([source for source, _, _ in unique], [target for _, target, _ in unique], images)
-    score = dict(zip(unique, values, strict=True))
-    # four trials per item, in the order of ContrastiveScores' fields
-    return [ContrastiveScores(*(score[trial] for trial in trials[index : index + 4]))
-            for index in range(0, len(trials), 4)]  # fmt: skip
-
-
-def compared_accuracies(baseline: Evaluation, system: Evaluation) -> dict[str, object]:
-    """The two systems' image-dependent word accuracy and contrastive accuracy side by side, or why they are absent:
-    ``{"word_accuracy": {"baseline", "system"} | str, "contrastive_accuracy": {"baseline", "system"} | str}``."""
-    compared: dict[str, object] = {}
-    for key, group, field_name in (("word_accuracy", "image_dependent", "word_accuracy"),
-                                   ("contrastive_accuracy", "contrastive", "accuracy")):  # fmt: skip
-        before, after = baseline.metrics[group], system.metrics[group]
-        if isinstance(before, dict) and isinstance(after, dict):
-            compared[key] = {"baseline": before[field_name], "system": after[field_name]}
-        else:
-            compared[key] = before if isinstance(before, str) else after
-    return compared
-
-
-def shuffled_images(image_ids: Sequence[str]) -> list[str]:
-    """Every sentence's image replaced by the next distinct image in order of first appearance (the last by the
-    first): deterministic, and no sentence keeps its own image.
-
-    Raises:
-        ValueError: fewer than two distinct images.
-    """
-    distinct = list(dict.fromkeys(image_ids))
-    if len(distinct) < 2:
-        raise ValueError(f"shuffling images needs two distinct images, got {len(distinct)}")
-    other = dict(zip(distinct, distinct[1:] + distinct[:1], strict=True))
-    return [other[image_id] for image_id in image_ids]

@@ -21,15 +21,13 @@ from common.checks import SettingError, check, check_not_empty, check_range
 from common.config import build
 from common.errors import InputError
 from common.runtime import Precision, check_device
-from corpora.adapters import ADAPTERS, PrepareConfig
-from corpora.hf_dataset import ExportConfig
+from corpora.adapters import ADAPTERS
+from corpora.config import ExportConfig, PrepareConfig
 from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
-from features.extractors import FeaturesConfig
-from mmt.augment import AugmentConfig
-from mmt.synthesis import SynthesisConfig
-from mmt.systems import SystemsConfig
-from retrieval.experiment import RetrievalConfig
+from features.config import FeaturesConfig
+from mmt.config import AugmentConfig, SynthesisConfig, SystemsConfig
+from retrieval.config import RetrievalConfig
 
 
 class ParamsError(ValueError):

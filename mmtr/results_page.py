@@ -138,14 +138,13 @@ def results_page(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages:
     lines = ["# Results", "", stamp.line(), "", GENERATED.format(command=stamp.command), ""]
     if stages is not None:
         lines += ["## Stage times", "", *stages_markdown(stages)]
-    lines += [*retrieval, *(_demoted(line) for line in translation_markdown(metrics.translation))]
-    lines += [*_comparison_lines(metrics.comparisons)]
-    lines += [_demoted(line) for line in diversity_markdown(metrics.diversity, metrics.round_trips, labels)]
+    lines += [*retrieval, *translation_markdown(metrics.translation), *_comparison_lines(metrics.comparisons)]
+    lines += diversity_markdown(metrics.diversity, metrics.round_trips, labels)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _demoted(line: str) -> str:
-    """A report section heading one level down, under the page's own sections."""
+    """A heading of the retrieval report one level down: its title is a section of the page."""
     return "#" + line if line.startswith("## ") else line
 
 

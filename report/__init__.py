@@ -1,3 +1,4 @@
-"""The pipeline's report: retrieval tables per language and direction, translation and diversity tables, and an
-HTML page with charts and sampled synthesized captions beside their images.
+"""The pipeline's report: retrieval tables per language and direction, translation and diversity tables
+(:mod:`report.tables`), and an HTML page with charts (:mod:`report.html`) and sampled synthesized captions beside
+their images (:mod:`report.samples`).
 """

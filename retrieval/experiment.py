@@ -1,159 +1,43 @@
 """One retrieval run from the caption tables: read, build the vocabulary, train, save; test; translate-search.
 
-``RetrievalConfig`` is the `retrieval` section of params.yaml. :func:`train_model` trains one model on one
-caption variant (human + synthesized captions) and writes its checkpoint (``model.safetensors`` +
-``model.json``); :func:`test_model` scores a saved model on the test split's human captions, per language;
-:func:`translate_search` scores queries translated into the pivot language first (Table 5).
+:func:`train_model` trains one model on one caption variant (human + synthesized captions) and writes its
+checkpoint (``model.safetensors`` + ``model.json``); :func:`test_model` scores a saved model on the test split's
+human captions, per language; :func:`translate_search` scores queries translated into the pivot language first
+(Table 5). The settings are :class:`~retrieval.config.RetrievalConfig` (the `retrieval` section of params.yaml); what
+becomes of a run's metrics and history (replicates combined, rows for tables) is :mod:`retrieval.results`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
-from common.checks import SettingError, check_not_empty, check_range
 from common.distributed import is_writer
 from common.errors import InputError
 from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
+from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
 from retrieval.inference import EvaluationConfig, evaluate
-from retrieval.losses import RankingLoss
-from retrieval.roles import PLACEHOLDERS, PRESETS, LanguageRole, ResolvedRole, check_role_name
-from retrieval.train import FitResult, TrainConfig, fit
-from retrieval.vocab import VocabConfig, Vocabulary
-from retrieval.zoo.registry import MODELS, build_model, make_config
+from retrieval.results import rounded
+from retrieval.roles import ResolvedRole
+from retrieval.train import FitResult, fit
+from retrieval.vocab import Vocabulary
+from retrieval.zoo.registry import build_model
 
 logger = logging.getLogger(__name__)
 
 CAPTION_COLUMNS = ["caption_id", "image_id", "split", "lang", "text", "origin", "kind"]
 Translate = Callable[[list[str]], list[str]]  # query texts -> their translations, one each
-
-
-def run_name(model: str, variant: str, role: str) -> str:
-    """``<model>-<variant>-<role>``: a retrieval run, its stage ``train_retrieval@<run>``, metrics ``<run>.json``."""
-    return f"{model}-{variant}-{role}"
-
-
-@dataclass(frozen=True)
-class TranslateSearchConfig:
-    languages: tuple[str, ...] = ()  # queries in these languages are translated to the pivot by the MT system
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """The `retrieval` section of params.yaml.
-
-    Attributes:
-        models: Registry names; every model x variant x role is one training run.
-        variants: Caption variants (`augment`'s output): presets of ``mmt.augment`` or ``augment.custom_variants``.
-        languages: The caption languages the runs draw on (a role's ``targets`` are those other than the pivot).
-        roles: Language roles, one run each: names of :data:`~retrieval.roles.PRESETS` or of ``custom_roles``.
-        custom_roles: Roles of your own, by name.
-        train_kinds: Human caption kinds used for training (comparable: Multi30K task 2 style).
-        configs: Model -> its config dataclass (fields not set keep the paper's defaults).
-        vocab: The word vocabulary.
-        objective: The ranking loss.
-        train: The schedule.
-        evaluation: How validation and test splits are scored.
-        translate_search: Table 5's translated queries.
-        replicates: Training runs per model x variant x role, seeded ``seed``, ``seed + 1``, ...: the metrics file
-            holds their mean in the usual schema, ``std`` (the sample standard deviation, same keys) and ``seeds``.
-    """
-
-    models: tuple[str, ...] = ("san",)
-    variants: tuple[str, ...] = ("none",)
-    languages: tuple[str, ...] = ("en",)
-    roles: tuple[str, ...] = ("all",)
-    custom_roles: dict[str, LanguageRole] = field(default_factory=dict)
-    train_kinds: tuple[str, ...] = ("comparable",)
-    configs: dict[str, Any] = field(default_factory=dict)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    objective: RankingLoss = field(default_factory=RankingLoss)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
-    translate_search: TranslateSearchConfig = field(default_factory=TranslateSearchConfig)
-    replicates: int = 1
-
-    def __post_init__(self) -> None:
-        check_not_empty("models", self.models, "model")
-        check_range("replicates", self.replicates, 1, 100)
-        for index, name in enumerate(self.models):
-            if name not in MODELS:
-                raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {', '.join(MODELS)}")
-        check_not_empty("variants", self.variants, "variant")
-        check_not_empty("languages", self.languages, "language")
-        check_not_empty("roles", self.roles, "role")
-        for name in self.custom_roles:
-            check_role_name(f"custom_roles.{name}", name)
-            if name in PRESETS:
-                raise SettingError(f"custom_roles.{name}", f"a preset has this name; presets: {', '.join(PRESETS)}")
-            role = self.custom_roles[name]
-            train_codes = [selector.partition(":")[0] for selector in role.train]
-            for part, codes in (("train", train_codes), ("test", role.test)):
-                for index, code in enumerate(codes):
-                    if code not in (*PLACEHOLDERS, *self.languages):
-                        message = f"{code!r} is not one of retrieval.languages {list(self.languages)}"
-                        raise SettingError(f"custom_roles.{name}.{part}[{index}]", message)
-        known = [*PRESETS, *self.custom_roles]
-        for index, name in enumerate(self.roles):
-            if name not in known:
-                raise SettingError(f"roles[{index}]", f"unknown role {name!r}; known: {', '.join(known)}")
-        for name in self.objective.per_model:
-            if name not in MODELS:
-                raise SettingError(f"objective.per_model.{name}", f"unknown model; known: {', '.join(MODELS)}")
-        for index, kind in enumerate(self.train_kinds):
-            if kind not in ("comparable", "translation"):
-                raise SettingError(f"train_kinds[{index}]", f"got {kind!r}, allowed: comparable, translation")
-        typed: dict[str, Any] = {}
-        for name, values in self.configs.items():
-            if name not in MODELS:
-                raise SettingError(f"configs.{name}", f"unknown model; known: {', '.join(MODELS)}")
-            if isinstance(values, MODELS[name].config_type):  # built already (Prefect re-validates flow parameters)
-                typed[name] = values
-            elif isinstance(values, Mapping):
-                typed[name] = make_config(name, values, path=f"configs.{name}")
-            else:
-                raise SettingError(f"configs.{name}", f"expected a mapping of settings, got {values!r}")
-        object.__setattr__(self, "configs", typed)  # frozen: the typed configs replace the mappings once, here
-        for lang in self.vocab.fasttext:
-            if lang not in self.languages:
-                raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")
-
-    def run_names(self) -> list[str]:
-        """``<model>-<variant>-<role>`` of every run, in the order of the settings (the stages
-        ``train_retrieval@<run>`` and their metrics files ``<run>.json``)."""
-        return [run_name(model, variant, role)
-                for model in self.models for variant in self.variants for role in self.roles]  # fmt: skip
-
-    def role(self, name: str, pivot: str) -> ResolvedRole:
-        """The language role ``name`` over concrete codes (``pivot``; ``targets``: the other ``languages``).
-
-        Raises:
-            SettingError: the role reaches a language that is not one of ``languages``.
-        """
-        role = self.custom_roles.get(name) or PRESETS[name]
-        resolved = role.resolve(pivot, self.languages)
-        for code in (*resolved.train_languages, *resolved.test):
-            if code not in self.languages:
-                raise SettingError(f"roles.{name}", f"reaches {code!r}, not one of retrieval.languages "
-                                                    f"{list(self.languages)}")  # fmt: skip
-        return resolved
-
-    def model_config(self, name: str) -> Any:
-        """The config dataclass of model ``name``: the configured one, or the paper's defaults."""
-        return self.configs[name] if name in self.configs else make_config(name, {})
 
 
 def read_captions(path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None,
@@ -317,74 +201,3 @@ def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str,
     captions = _test_set(loaded, as_pivot, store, source)
     return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
                             batch_size=evaluation.batch_size, autocast=runtime.autocast()))  # fmt: skip
-
-
-def rounded(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Values to 4 decimals (nested ones too), so metrics files and tables do not carry float noise such as
-    88.60000000000001."""
-
-    def round_value(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: round_value(inner) for key, inner in value.items()}
-        return round(value, 4) if isinstance(value, float) else value
-
-    return {key: round_value(value) for key, value in metrics.items()}
-
-
-def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """One row per epoch of a fit's history, for learning curves: seed, epoch, lr, loss (and the caption-caption
-    loss), validation rsum, and per validation language its rsum and R@1 both ways. Timings are left out: the
-    file must be identical for identical runs."""
-    rows = []
-    for entry in history:
-        row: dict[str, Any] = {"seed": seed, "epoch": entry["epoch"], "lr": entry["lr"], "loss": entry["loss"],
-                               "c2c_loss": entry["c2c_loss"], "val_rsum": entry["val_rsum"]}  # fmt: skip
-        for lang, summary in entry["val"].items():
-            row |= {f"val_{lang}_{key}": value for key, value in summary.items()}
-        rows.append(row)
-    return rows
-
-
-def replicate_seeds(seed: int, replicates: int) -> list[int]:
-    """The training seeds of a run's replicates: ``seed``, ``seed + 1``, ..."""
-    return [seed + index for index in range(replicates)]
-
-
-def combine_replicates(runs: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, Any]:
-    """The test metrics of replicate runs as one metrics file: every number the mean over the runs (rounded to 2
-    decimals, the schema of one run), ``std`` the sample standard deviation of each (same keys) and ``seeds``.
-    One run is returned as it is.
-
-    Raises:
-        ValueError: no runs, a seed count that differs, or runs whose metrics have different keys.
-    """
-    if not runs or len(runs) != len(seeds):
-        raise ValueError(f"{len(runs)} replicate runs for {len(seeds)} seeds")
-    if len(runs) == 1:
-        return dict(runs[0])
-    mean, spread = _mean_and_std(runs, path="metrics")
-    assert isinstance(mean, dict) and isinstance(spread, dict)
-    return {**mean, "std": spread, "seeds": list(seeds)}
-
-
-def _mean_and_std(values: Sequence[Any], *, path: str) -> tuple[Any, Any]:
-    """(mean, std) of one key across runs: mappings key by key, numbers averaged, anything else kept (equal)."""
-    first = values[0]
-    if isinstance(first, Mapping):
-        if any(not isinstance(value, Mapping) or value.keys() != first.keys() for value in values):
-            raise ValueError(f"{path}: the replicate runs' metrics have different keys")
-        pairs = {key: _mean_and_std([value[key] for value in values], path=f"{path}.{key}") for key in first}
-        spreads = {key: spread for key, (_, spread) in pairs.items() if spread is not None}
-        return {key: mean for key, (mean, _) in pairs.items()}, spreads or None
-    if isinstance(first, int | float) and not isinstance(first, bool):
-        numbers = np.asarray(values, dtype=np.float64)
-        return round(float(numbers.mean()), 2), round(float(numbers.std(ddof=1)), 2)
-    if any(value != first for value in values):
-        raise ValueError(f"{path}: the replicate runs disagree ({values!r})")
-    return first, None
-
-
-def flat_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """One language's metrics as one row: i2t_r1 .. t2i_r10, rsum, mr."""
-    recalls = {f"{direction}_r{k}": metrics[direction][f"r{k}"] for direction in ("i2t", "t2i") for k in (1, 5, 10)}
-    return recalls | {"rsum": metrics["rsum"], "mr": metrics["mr"]}

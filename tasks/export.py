@@ -8,7 +8,8 @@ import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from corpora.hf_dataset import CardInfo, ExportSummary, RegionSource, export_variant
+from corpora.dataset_card import CardInfo
+from corpora.hf_dataset import ExportSummary, RegionSource, export_variant
 from corpora.tables import read_captions
 
 # cache_policy=NO_CACHE, persist_result=False: DVC decides what reruns (see tasks/data.py).

@@ -16,13 +16,13 @@ from tqdm import tqdm
 
 from common.errors import InputError
 from corpora.tables import read_images
+from features.config import FeaturesConfig
 from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_into_ledger
 from features.extractors import (
     EXTRACTORS,
     ExtractionInputs,
     ExtractorSpec,
     FeatureImporter,
-    FeaturesConfig,
     NetworkExtractor,
     build_extractor,
     image_jobs,

@@ -22,11 +22,13 @@ from corpora.prepared import read_prepared
 from corpora.tables import validate_captions, write_parquet
 from mmt import systems
 from mmt.checkpoint import FINETUNE, PRETRAIN
+from mmt.config import SystemsConfig
 from mmt.curves import learning_curve, read_history
+from mmt.evaluation import Evaluation, compared_accuracies, evaluate_system
 from mmt.metrics import paired_bootstrap
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs
 from mmt.synthesis import SynthesisShard, SynthesisTask, run_shard
-from mmt.systems import SystemRequest, SystemsConfig
+from mmt.systems import SystemRequest
 from mmt.text import SubwordConfig
 from tasks import artifact_key, progress_artifact
 
@@ -90,12 +92,12 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
 @task(cache_policy=NO_CACHE, persist_result=False)
 def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
                             metrics_path: str, meteor: bool = True,
-                            contrastive: list[ContrastiveItem] | None = None) -> systems.Evaluation:  # fmt: skip
+                            contrastive: list[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
     """BLEU (both conventions), chrF, image awareness, the METEOR note, and where the corpus records them the
     image-dependent words' scores and the contrastive accuracy on ``contrastive`` -> a metrics JSON file; the
     translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
-    evaluation = systems.evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime,
-                                         meteor=meteor, contrastive=contrastive)  # fmt: skip
+    evaluation = evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime, meteor=meteor,
+                                 contrastive=contrastive)  # fmt: skip
     metrics = evaluation.metrics
     write_metrics(metrics_path, metrics)
     write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
@@ -142,7 +144,7 @@ def train_direction(job: DirectionJob) -> list[dict[str, object]]:
                                 Path(job.mt_models), job.seed, job.runtime)  # fmt: skip
         train_translation_system(backends[system], request)
     test = data.captions["test"]
-    evaluations: dict[str, systems.Evaluation] = {}
+    evaluations: dict[str, Evaluation] = {}
     rows: list[dict[str, object]] = []
     for system in config.systems:
         folder = folders[system]
@@ -175,12 +177,12 @@ def translate_texts(folder: str, texts: list[str], *, beam: int, runtime: Runtim
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def compare_systems(
-    baseline: systems.Evaluation, system: systems.Evaluation, test: Pairs, *, tgt: str, metrics_path: str
+    baseline: Evaluation, system: Evaluation, test: Pairs, *, tgt: str, metrics_path: str
 ) -> dict[str, object]:
     """Paired bootstrap of BLEU, ``system`` against ``baseline`` on the same test captions, with both systems'
     image-dependent word accuracy and contrastive accuracy -> a metrics JSON file."""
     comparison = {**paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt),
-                  **systems.compared_accuracies(baseline, system)}  # fmt: skip
+                  **compared_accuracies(baseline, system)}  # fmt: skip
     write_metrics(metrics_path, comparison)
     get_run_logger().info("%s: BLEU %+.2f over the baseline, p = %.4f", Path(metrics_path).stem, comparison["delta"],
                           comparison["p_value"])  # fmt: skip

@@ -12,14 +12,9 @@ from prefect.cache_policies import NO_CACHE
 from common.errors import InputError
 from common.files import read_json, write_text
 from common.metrics_files import is_notes_file, read_metrics
-from report.results import (
-    ReportContext,
-    diversity_markdown,
-    results_html,
-    results_markdown,
-    sample_captions,
-    translation_markdown,
-)
+from report.html import results_html
+from report.samples import sample_captions
+from report.tables import ReportContext, diversity_markdown, results_markdown, translation_markdown
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

@@ -23,18 +23,9 @@ from common.metrics_files import write_metrics
 from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, load_retrieval
-from retrieval.experiment import (
-    RetrievalConfig,
-    Translate,
-    combine_replicates,
-    flat_metrics,
-    history_rows,
-    read_captions,
-    rounded,
-    test_model,
-    train_model,
-    translate_search,
-)
+from retrieval.config import RetrievalConfig
+from retrieval.experiment import Translate, read_captions, test_model, train_model, translate_search
+from retrieval.results import combine_replicates, flat_metrics, history_rows, rounded
 from retrieval.roles import ResolvedRole
 from tasks import progress_artifact
 
@@ -108,7 +99,7 @@ def evaluate_retrieval_model(
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def write_history(rows: list[dict[str, Any]], path: str) -> None:
-    """Every replicate's per-epoch learning curve (:func:`~retrieval.experiment.history_rows`) -> a TSV that
+    """Every replicate's per-epoch learning curve (:func:`~retrieval.results.history_rows`) -> a TSV that
     ``dvc plots`` draws."""
     write_tsv(path, rows)
 

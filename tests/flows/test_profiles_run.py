@@ -19,7 +19,7 @@ import pytest
 
 from common.metrics_files import is_notes_file, read_metrics
 from mmtr.profiles import load_profile, merge, profile_names
-from report.results import split_run
+from report.tables import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.flow

@@ -18,7 +18,9 @@ from mmtr.results_page import (
 
 REPO = Path(__file__).resolve().parents[2]
 ANY_STAMP = Stamp(commit="-", modified=False, date="-", command="mmtr results")
-STAMP_LINE = re.compile(r"From the metrics that `dvc.lock` records at commit [0-9a-f]{7,}; written on \d{4}-\d\d-\d\d by")
+STAMP_LINE = re.compile(
+    r"From the metrics that `dvc.lock` records at commit [0-9a-f]{7,}; written on \d{4}-\d\d-\d\d by"
+)
 
 
 def _block(text: str, name: str) -> str:

@@ -111,7 +111,7 @@ def test_train_mmt_depends_on_every_mmt_setting_but_the_target_list() -> None:
 
     import yaml
 
-    from mmt.systems import SystemsConfig
+    from mmt.config import SystemsConfig
 
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]["train_mmt"]["do"]
     keys = {key for key in stage["params"] if isinstance(key, str) and key.startswith("mmt.")}

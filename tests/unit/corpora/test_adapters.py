@@ -11,7 +11,8 @@ import pytest
 from common.checks import SettingError
 from common.config import build
 from corpora import tables
-from corpora.adapters import ADAPTERS, PrepareConfig, read_corpus
+from corpora.adapters import ADAPTERS, read_corpus
+from corpora.config import PrepareConfig
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.multi30k import Multi30kConfig, Multi30kSplit

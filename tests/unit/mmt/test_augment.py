@@ -10,7 +10,8 @@ import pytest
 
 from common.checks import SettingError
 from corpora.tables import CAPTIONS_SCHEMA
-from mmt.augment import VARIANTS, AugmentConfig, Variant, build_variant
+from mmt.augment import VARIANTS, Variant, build_variant
+from mmt.config import AugmentConfig
 
 
 def test_presets_keep_their_hops_and_read_as_in_the_paper() -> None:

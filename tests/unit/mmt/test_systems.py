@@ -1,5 +1,6 @@
 """The sentence pairs of a direction, the MT backend registry and a tiny run of every backend: pre-training, the
-multimodal and the text-only systems, a Marian model, their system.json, loading, hashes and test scores."""
+multimodal and the text-only systems, a Marian model, their system.json, loading and hashes (their test scores:
+test_evaluation.py)."""
 
 from __future__ import annotations
 
@@ -24,22 +25,17 @@ from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from mmt.checkpoint import read_checkpoint
+from mmt.config import TEXT_ONLY_BACKENDS, SystemsConfig
 from mmt.marian import MarianSettings, MarianTranslator
-from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
 from mmt.model import MMTConfig
-from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, contrastive_items, direction_data, examples
+from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, direction_data, examples
 from mmt.systems import (
     BACKENDS,
     SYSTEM_FILE,
-    Evaluation,
     SystemRequest,
-    SystemsConfig,
     bleu,
-    compared_accuracies,
-    evaluate_system,
     load_system,
     pretrain,
-    shuffled_images,
     system_backend,
     system_languages,
     system_sha256,
@@ -212,6 +208,11 @@ def test_marian_weights_file_prefers_safetensors(tmp_path: Path) -> None:
     assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "model.safetensors"
 
 
+def test_the_config_names_every_text_only_backend_of_the_registry() -> None:
+    """mmt.mt_system is checked against the config's own list (mmt/config.py imports no backend): the same rows."""
+    assert [name for name, backend in BACKENDS.items() if not backend.multimodal] == list(TEXT_ONLY_BACKENDS)
+
+
 def test_mt_system_must_be_a_text_only_backend() -> None:
     with pytest.raises(SettingError, match=r"^mt_system: got 'mmt', allowed: text-only, marian$"):
         SystemsConfig(mt_system="mmt")
@@ -327,10 +328,8 @@ class Trained:
         return self.root / f"{backend}-en-de"
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    """Subwords, pre-training and the three backends' systems of en->de."""
-    root = tmp_path_factory.mktemp("systems")
+def train_every_backend(root: Path) -> Trained:
+    """Subwords, pre-training and the three backends' systems of en->de, in ``root``."""
     corpus = caption_corpus()
     data = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
     store = write_store(root / "store", corpus.images["image_id"].to_pylist())
@@ -340,6 +339,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     partial = Trained(root, data, store, score, {})
     scores = {backend: train_system(backend, partial.request(partial.folder(backend))) for backend in BACKENDS}
     return dataclasses.replace(partial, scores=scores)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    return train_every_backend(tmp_path_factory.mktemp("systems"))
 
 
 def test_text_pipeline_trains_on_corpus_and_caption_training_text(
@@ -527,87 +531,6 @@ def test_held_marian_folder_is_copied(trained: Trained, tmp_path: Path) -> None:
     source = held / "opus-mt-en-de" / "model.safetensors"
     assert (tmp_path / "copied" / "model.safetensors").read_bytes() == source.read_bytes()
     assert system_sha256(str(tmp_path / "copied")) == system_sha256(str(trained.folder("marian")))
-
-
-def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
-    test = trained.data.captions["test"]
-    for backend in ("mmt", "text-only"):
-        folder = str(trained.folder(backend))
-        evaluation = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU)
-        metrics = evaluation.metrics
-        assert {"bleu", "sacrebleu", "chrf", "bleu_signature"} <= metrics.keys()
-        assert metrics["test_sentences"] == 4 and metrics["beam"] == 2
-        system = load_system(folder, str(trained.store), CPU)
-        hypotheses = system.translate(test.src, test.image_ids, beam=2)
-        assert evaluation.hypotheses == hypotheses
-        reference = translation_scores(hypotheses, test.tgt, "de")
-        assert (metrics["bleu"], metrics["chrf"]) == (reference["bleu"], reference["chrf"]), backend
-        assert metrics["image_dependent"] == "the corpus records no image-dependent words"
-        assert metrics["contrastive"] == "the corpus has no contrastive items"
-        if backend == "text-only":
-            assert metrics["image_awareness"] is None and metrics["bleu_shuffled_images"] is None
-            continue
-        assert test.image_ids is not None
-        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=2)
-        blind_bleu = translation_scores(blind, test.tgt, "de")["bleu"]
-        assert metrics["bleu_shuffled_images"] == blind_bleu
-        assert metrics["image_awareness"] == pytest.approx(reference["bleu"] - blind_bleu)
-
-
-def test_evaluate_system_scores_the_image_dependent_words_and_contrastive_items(trained: Trained) -> None:
-    """The word accuracy and subset scores of the test translations; the contrastive accuracy from the system's own
-    scores, exactly 0.5 for both text-only backends."""
-    words, table = annotations(caption_corpus().images)
-    test = caption_pairs(caption_corpus().captions, "en", "de", "test", words)
-    items = contrastive_items(table, "en", "de")
-    for backend in BACKENDS:
-        folder = str(trained.folder(backend))
-        evaluation = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU,
-                                     contrastive=items)  # fmt: skip
-        metrics = evaluation.metrics
-        assert test.tgt_words is not None
-        expected = image_dependent_scores(evaluation.hypotheses, test.tgt, test.tgt_words, "de")
-        assert metrics["image_dependent"] == expected and expected["sentences"] == expected["words"] == 2
-        contrastive = metrics["contrastive"]
-        assert isinstance(contrastive, dict) and contrastive["items"] == 1
-        if backend != "mmt":
-            assert contrastive["accuracy"] == 0.5, backend
-            continue
-        system = load_system(folder, str(trained.store), CPU)
-        (item,) = items
-        a_with_a, b_with_a, b_with_b, a_with_b = system.score(
-            [item.source] * 4,
-            [item.translation_a, item.translation_b, item.translation_b, item.translation_a],
-            [item.image_a, item.image_a, item.image_b, item.image_b],
-        )
-        # the four pairs in the order evaluate_system batches them: the same numbers
-        expected_accuracy = contrastive_accuracy([ContrastiveScores(a_with_a, b_with_a, b_with_b, a_with_b)])
-        assert contrastive["accuracy"] == expected_accuracy
-    backward = evaluate_system(str(trained.folder("text-only")), test, store=None, tgt="de", beam=1, runtime=CPU,
-                               contrastive=[])  # fmt: skip
-    assert backward.metrics["contrastive"] == "the corpus has no contrastive items for this direction"
-    nothing = dataclasses.replace(test, tgt_words=[[] for _ in test.src])
-    evaluation = evaluate_system(str(trained.folder("text-only")), nothing, store=None, tgt="de", beam=1, runtime=CPU)
-    assert evaluation.metrics["image_dependent"] == "no test caption in de has image-dependent words"
-
-
-def test_compared_accuracies_side_by_side_or_why_not() -> None:
-    def evaluation(word_accuracy: float, accuracy: float) -> Evaluation:
-        return Evaluation({"image_dependent": {"word_accuracy": word_accuracy}, "contrastive": {"accuracy": accuracy}},
-                          [])  # fmt: skip
-
-    assert compared_accuracies(evaluation(0.25, 0.5), evaluation(0.75, 0.625)) == {
-        "word_accuracy": {"baseline": 0.25, "system": 0.75},
-        "contrastive_accuracy": {"baseline": 0.5, "system": 0.625},
-    }
-    absent = Evaluation({"image_dependent": "no words", "contrastive": "no items"}, [])
-    assert compared_accuracies(absent, absent) == {"word_accuracy": "no words", "contrastive_accuracy": "no items"}
-
-
-def test_shuffled_images_give_every_sentence_another_image() -> None:
-    assert shuffled_images(["a", "a", "b", "c", "b"]) == ["b", "b", "c", "a", "c"]
-    with pytest.raises(ValueError, match="needs two distinct images, got 1"):
-        shuffled_images(["a", "a"])
 
 
 def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Trained, tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_blocks_are_replaced_between_their_markers_only() -> None:
     assert replace_block(text, "results", "new\n", source="README.md") == (
         "intro\n<!-- results:begin -->\nnew\n<!-- results:end -->\noutro\n"
     )
-    with pytest.raises(InputError, match="README.md: needs exactly one '<!-- dag:begin -->'"):
+    with pytest.raises(InputError, match=r"README\.md: needs exactly one '<!-- dag:begin -->'"):
         replace_block(text, "dag", "x", source="README.md")
 
 

@@ -1,10 +1,9 @@
 """One retrieval run from caption tables: the `retrieval` settings, caption selection, training, testing and
-translate-search on tiny data; the objective's settings and language-type weights; the report's samples."""
+translate-search on tiny data; the objective's settings and language-type weights."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
-from PIL import Image
 from safetensors.torch import load_file
 
 import retrieval.experiment as experiment
@@ -26,22 +24,14 @@ from common.runtime import Runtime
 from corpora import tables
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
-from report.results import Sample, results_html, results_markdown, sample_captions, thumbnail
 from retrieval.checkpoint import LoadedModel, load_retrieval
+from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
-from retrieval.experiment import (
-    CAPTION_COLUMNS,
-    RetrievalConfig,
-    evaluation_captions,
-    flat_metrics,
-    read_captions,
-    rounded,
-    train_model,
-    translate_search,
-)
+from retrieval.experiment import CAPTION_COLUMNS, evaluation_captions, read_captions, train_model, translate_search
 from retrieval.experiment import test_model as score_test_split
 from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
+from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
 from retrieval.train import TrainConfig
 from retrieval.vocab import VocabConfig
@@ -642,233 +632,6 @@ def test_a_translation_that_loses_sentences_is_an_error(loaded: LoadedModel, dat
     with pytest.raises(ValueError, match=r"^translation to en returned 7 sentences for 8 queries$"):
         translate_search(loaded, _test_rows(data), "de", "en", store, lambda texts: texts[1:], EvaluationConfig(),
                          source="test", runtime=CPU)  # fmt: skip
-
-
-def test_rounded_and_flat_metrics() -> None:
-    metrics = {
-        "i2t": {"r1": 88.60000000000001, "r5": 95.123449, "r10": 100.0, "medr": 1.0, "meanr": 1.23456789},
-        "t2i": {"r1": 1 / 3, "r5": 2 / 3, "r10": 99.99999, "medr": 2.0, "meanr": 3.0},
-        "rsum": 385.45679,
-        "mr": 64.2427983,
-        "folds": 5,
-    }
-    result = rounded(metrics)  # type: ignore[arg-type]
-    assert result == {
-        "i2t": {"r1": 88.6, "r5": 95.1234, "r10": 100.0, "medr": 1.0, "meanr": 1.2346},
-        "t2i": {"r1": 0.3333, "r5": 0.6667, "r10": 100.0, "medr": 2.0, "meanr": 3.0},
-        "rsum": 385.4568,
-        "mr": 64.2428,
-        "folds": 5,
-    }
-    assert isinstance(result["folds"], int)
-    assert flat_metrics(result) == {
-        "i2t_r1": 88.6,
-        "i2t_r5": 95.1234,
-        "i2t_r10": 100.0,
-        "t2i_r1": 0.3333,
-        "t2i_r5": 0.6667,
-        "t2i_r10": 100.0,
-        "rsum": 385.4568,
-        "mr": 64.2428,
-    }
-    assert list(flat_metrics(result)) == ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum", "mr"]
-
-
-# --- report samples ------------------------------------------------------------------------------------------
-
-
-def _png(path: Path, size: tuple[int, int], mode: str = "RGB", colour: Any = (200, 30, 30)) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new(mode, size, colour).save(path)
-
-
-def _decoded(png: bytes) -> Image.Image:
-    image = Image.open(io.BytesIO(png))
-    assert image.format == "PNG"
-    return image
-
-
-def test_thumbnail_fits_the_box_and_keeps_small_images(tmp_path: Path) -> None:
-    _png(tmp_path / "wide.png", (320, 200))
-    _png(tmp_path / "small.png", (50, 40), mode="L", colour=90)
-    wide = _decoded(thumbnail(tmp_path / "wide.png"))
-    assert wide.size == (160, 100) and wide.mode == "RGB" and wide.getpixel((80, 50)) == (200, 30, 30)
-    small = _decoded(thumbnail(tmp_path / "small.png", size=64))
-    assert small.size == (50, 40) and small.mode == "RGB" and small.getpixel((0, 0)) == (90, 90, 90)
-
-
-def _sampled_rows() -> list[dict[str, Any]]:
-    """Image a: human en c1 -> mmt de (hop 1) -> mmt en (hop 2) -> mmt de (hop 3), c1 -> mmt fr (hop 1) and
-    c1 -> mt de (hop 1); a second human caption without translations. Image b: human only. Image c (test split):
-    translated, but not a train image. Image d: the second sampled one (MMT only)."""
-
-    def row(
-        caption_id: str,
-        image_id: str,
-        lang: str,
-        text: str,
-        parent: str | None = None,
-        hop: int = 0,
-        system: str | None = None,
-        split: str = "train",
-    ) -> dict[str, Any]:
-        return {
-            "caption_id": caption_id,
-            "image_id": image_id,
-            "split": split,
-            "lang": lang,
-            "text": text,
-            "origin": "human" if system is None else system.partition("-")[0],
-            "system": system,
-            "hop": hop,
-            "parent_id": parent,
-            "kind": "comparable",
-        }
-
-    return [
-        row("a#en#c0", "a", "en", "an untranslated caption"),
-        row("a#en#c1", "a", "en", "a red circle"),
-        row("b#en#c1", "b", "en", "a blue star"),
-        row("c#en#c1", "c", "en", "a green heart", split="test"),
-        row("d#en#c1", "d", "en", "a black square"),
-        row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),  # before its parent: order is by hop
-        row("a#de#1", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mmt-en-de"),
-        row("a#fr#1", "a", "fr", "un cercle rouge", "a#en#c1", 1, "mmt-en-fr"),
-        row("a#de#3", "a", "de", "ein roter Ring", "a#en#2", 3, "mmt-en-de"),
-        row("a#de#mt1", "a", "de", "ein rotes Rund", "a#en#c1", 1, "mt-en-de"),
-        row("c#de#1", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mmt-en-de", split="test"),
-        row("d#de#1", "d", "de", "ein schwarzes Quadrat", "d#en#c1", 1, "mmt-en-de"),
-    ]
-
-
-def _write_captions(root: Path) -> tuple[list[Path], Path, Path]:
-    """The prepared folder (images, human captions), synthesize's files de.parquet and fr.parquet, the images."""
-    rows = _sampled_rows()
-    ids, splits = ["a", "b", "c", "d"], ["train", "train", "test", "train"]
-    images = tables.images_table(
-        {
-            "image_id": ids,
-            "split": splits,
-            "path": [f"pics/{i}.png" for i in ids],
-            "width": [None] * 4,
-            "height": [None] * 4,
-            "dataset": ["toy"] * 4,
-        }
-    )
-    tables.write_images(images, root / "prepared" / "images.parquet")
-
-    captions = tables.captions_table(
-        {name: [r[name] for r in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
-    )
-    human = captions.filter(pc.equal(captions["origin"], "human"))
-    tables.write_captions(human, root / "prepared" / "captions.parquet")
-    synthesized = [root / "synthesized" / f"{target}.parquet" for target in ("de", "fr")]
-    for path, target in zip(synthesized, ("de", "fr"), strict=True):  # as the synthesize stage writes them
-        tables.write_parquet(captions.filter(pc.match_substring(captions["system"], target)), path)
-    for index, image_id in enumerate(ids):
-        _png(root / "images" / "pics" / f"{image_id}.png", (200, 100 + 20 * index))
-    return synthesized, root / "prepared", root / "images"
-
-
-def test_sample_captions_put_each_systems_chain_beside_the_human_caption(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    samples = sample_captions(synthesized, prepared, images, count=5)
-    assert [sample.image_id for sample in samples] == ["a", "d"]  # b: nothing synthesized; c: a test image
-    assert samples[0] == Sample(
-        "a",
-        thumbnail(images / "pics" / "a.png"),
-        ("human en", "a red circle"),
-        (
-            ("mt", (("mt-en-de hop 1 de", "ein rotes Rund"),)),
-            (
-                "mmt",
-                (
-                    ("mmt-en-de hop 1 de", "ein roter Kreis"),
-                    ("mmt-de-en hop 2 en", "a red ring"),
-                    ("mmt-en-de hop 3 de", "ein roter Ring"),
-                    ("mmt-en-fr hop 1 fr", "un cercle rouge"),
-                ),
-            ),
-        ),
-    )
-    assert samples[1].human == ("human en", "a black square")
-    assert samples[1].chains == (("mmt", (("mmt-en-de hop 1 de", "ein schwarzes Quadrat"),)),)
-    assert _decoded(samples[1].png).size == (160, 128)  # d.png is 200 x 160
-    assert [s.image_id for s in sample_captions(synthesized, prepared, images, count=1)] == ["a"]
-
-
-def test_sample_captions_skip_missing_files_and_count_zero(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    only_fr = sample_captions([tmp_path / "none.parquet", synthesized[1]], prepared, images, count=5)
-    french = ("mmt", (("mmt-en-fr hop 1 fr", "un cercle rouge"),))
-    assert [(s.image_id, s.chains) for s in only_fr] == [("a", (french,))]
-    assert sample_captions(synthesized, prepared, images, count=0) == []
-    assert sample_captions([tmp_path / "nowhere.parquet"], prepared, images, count=3) == []
-
-
-def test_sample_page_shows_the_two_systems_side_by_side(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    page = results_html({}, sample_captions(synthesized, prepared, images, count=1), {})
-    sample = page[page.index('<div class="sample">') :]
-    assert sample.index("<b>human en</b>: a red circle") < sample.index("<th>MT (text-only)</th>")
-    assert "<th>MT (text-only)</th><th>MMT (with the image)</th>" in sample
-    mt_cell, mmt_cell = sample.split("<td>")[1:3]
-    assert "ein rotes Rund" in mt_cell and "ein roter Kreis" not in mt_cell
-    assert "ein roter Kreis" in mmt_cell and "a red ring" in mmt_cell
-
-
-def test_report_rows_show_the_variant_labels_in_their_order() -> None:
-    """Labelled variants in the order of the labels (presets, then custom ones), a run of another variant by its
-    name after them; the same order in the rsum chart."""
-    recall = {"t2i": {"r1": 1.0, "r5": 2.0, "r10": 3.0}, "i2t": {"r1": 4.0, "r5": 5.0, "r10": 6.0}, "rsum": 21.0}
-    runs = ["san-stale-all", "san-paraphrases-all", "san-mmt_fbf-all", "san-none-all"]
-    results = {name: {"en": recall} for name in runs}
-    labels = {"none": "-", "mmt_fbf": "MMT(f+b+f)", "paraphrases": "MMT(f+b+f; hop 2)"}
-    rows = [line.split(" | ")[1] for line in results_markdown(results, labels).splitlines() if line.startswith("| san")]
-    assert rows == ["-", "MMT(f+b+f)", "MMT(f+b+f; hop 2)", "stale"]
-    chart = results_html(results, [], labels).split("<svg", 1)[1]  # the bars are labelled model, variant, role
-    assert chart.index(">san - all<") < chart.index(">san MMT(f+b+f) all<") < chart.index(">san MMT(f+b+f; hop 2) all<")
-    assert chart.index(">san MMT(f+b+f; hop 2) all<") < chart.index(">san stale all<")
-
-
-def test_combining_replicates_checks_its_inputs_and_keeps_one_run_as_it_is() -> None:
-    from retrieval.experiment import combine_replicates, replicate_seeds
-
-    assert replicate_seeds(7, 3) == [7, 8, 9] and replicate_seeds(0, 1) == [0]
-    one = {"en": {"rsum": 400.0}, "protocol": "full"}
-    assert combine_replicates([one], [0]) == one  # a single run: the metrics file of before, no std keys
-    two = combine_replicates([{"en": {"rsum": 400.0, "mr": 60.0}}, {"en": {"rsum": 410.0, "mr": 70.0}}], [3, 4])
-    assert two == {"en": {"rsum": 405.0, "mr": 65.0}, "std": {"en": {"rsum": 7.07, "mr": 7.07}}, "seeds": [3, 4]}
-    with pytest.raises(ValueError, match="2 replicate runs for 3 seeds"):
-        combine_replicates([one, one], [0, 1, 2])
-    with pytest.raises(ValueError, match=r"metrics\.en: the replicate runs' metrics have different keys"):
-        combine_replicates([{"en": {"rsum": 1.0}}, {"en": {"mr": 1.0}}], [0, 1])
-    with pytest.raises(ValueError, match=r"metrics\.protocol: the replicate runs disagree"):
-        combine_replicates([{"protocol": "full"}, {"protocol": "folds"}], [0, 1])
-
-
-def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
-    from common.files import write_tsv
-    from retrieval.experiment import history_rows
-
-    history = [
-        {"epoch": 0, "lr": 5e-4, "loss": 0.75, "c2c_loss": None, "steps_per_s": 3.3, "val_rsum": 400.0,
-         "val": {"en": {"rsum": 200.0, "i2t_r1": 30.0, "t2i_r1": 20.0}, "de": {"rsum": 200.0, "i2t_r1": 25.0,
-                                                                                "t2i_r1": 21.0}}},
-        {"epoch": 1, "lr": 5e-5, "loss": 0.5, "c2c_loss": None, "steps_per_s": 2.9, "val_rsum": 410.5,
-         "val": {"en": {"rsum": 205.5, "i2t_r1": 31.0, "t2i_r1": 21.0}, "de": {"rsum": 205.0, "i2t_r1": 26.0,
-                                                                                "t2i_r1": 22.0}}},
-    ]  # fmt: skip
-    rows = history_rows(history, seed=3)
-    assert rows[1] == {"seed": 3, "epoch": 1, "lr": 5e-5, "loss": 0.5, "c2c_loss": None, "val_rsum": 410.5,
-                       "val_en_rsum": 205.5, "val_en_i2t_r1": 31.0, "val_en_t2i_r1": 21.0, "val_de_rsum": 205.0,
-                       "val_de_i2t_r1": 26.0, "val_de_t2i_r1": 22.0}  # fmt: skip
-    write_tsv(tmp_path / "h.tsv", rows)
-    lines = (tmp_path / "h.tsv").read_text().splitlines()
-    assert lines[0].split("\t")[:6] == ["seed", "epoch", "lr", "loss", "c2c_loss", "val_rsum"]
-    assert lines[2].split("\t")[:6] == ["3", "1", "5e-05", "0.5", "", "410.5"]
-    with pytest.raises(ValueError, match="no rows"):
-        write_tsv(tmp_path / "e.tsv", [])
 
 
 def test_run_names_are_every_model_variant_and_role_in_the_settings_order() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from common.checks import SettingError
 from common.config import build
-from retrieval.experiment import RetrievalConfig
+from retrieval.config import RetrievalConfig
 from retrieval.roles import PRESETS, LanguageRole, ResolvedRole
 
 

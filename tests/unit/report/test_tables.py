@@ -1,4 +1,5 @@
-"""The results tables: run names, row order, the role column, fold headings and translate-search."""
+"""The Markdown tables: run names, row order, the role column, fold headings and translate-search, replicates, the
+header, legend and chance lines, the translation and diversity tables."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from report.results import diversity_markdown, results_html, results_markdown, split_run, translation_markdown
+from report.tables import (
+    ReportContext,
+    chance_line,
+    diversity_markdown,
+    results_markdown,
+    split_run,
+    translation_markdown,
+)
+from retrieval.results import combine_replicates
 
 LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
 
@@ -14,6 +23,29 @@ LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
 def _metrics(r1: float) -> dict[str, Any]:
     recalls = {"r1": r1, "r5": 50.0, "r10": 60.0, "medr": 2.0, "meanr": 3.0}
     return {"i2t": dict(recalls), "t2i": dict(recalls), "rsum": 2 * (r1 + 110.0), "mr": (r1 + 110.0) / 3}
+
+
+DIVERSITY = {
+    "mmt_f": {"token_types": {"en": 10, "de": 12}, "bigrams": {"en": 20, "de": 25}},
+    "none": {"token_types": {"en": 10}, "bigrams": {"en": 18}},
+}
+ROUND_TRIPS = {
+    "de": {
+        "mt": {"hop2": {"captions": 40, "changed": 0.125}},  # metrics from before types were recorded
+        "mmt": {"hop2": {"captions": 40, "changed": 0.5, "token_types": 30, "new_types": 2}},
+    }
+}
+WORDS = {"sentences": 3, "words": 4, "word_accuracy": 0.75, "bleu": 40.04, "chrf": 60.0}
+TRANSLATION = {
+    "mt-en-de": {"bleu": 30.0, "chrf": 55.0, "image_awareness": None, "image_dependent": {**WORDS,
+                 "word_accuracy": 0.25}, "contrastive": {"items": 2, "accuracy": 0.5}},
+    "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "meteor": 52.04, "image_awareness": 1.5, "image_dependent": WORDS,
+                  "contrastive": {"items": 2, "accuracy": 0.625}},
+    "mmt-de-en": {"bleu": 20.0, "chrf": 45.0, "image_awareness": -0.5,
+                  "image_dependent": "no test caption in en has image-dependent words",
+                  "contrastive": "the corpus has no contrastive items for this direction"},
+    "mt-de-en": {"bleu": 19.0, "chrf": 44.0, "image_awareness": None},  # written before these measures existed
+}  # fmt: skip
 
 
 def test_split_run_names_model_variant_and_role() -> None:
@@ -60,49 +92,32 @@ def test_fold_means_and_translate_search_get_their_own_tables() -> None:
     assert "## en, mean over test folds" in markdown
     assert "## translate-search: de queries translated to the pivot (Table 5)" in markdown
     assert "| san | MMT(f) | all | 3.0 |" in markdown
-    page = results_html(results, [], LABELS)
-    assert "<h2>en, mean over test folds</h2>" in page and page.count("<svg") == 3  # en, en-folds, translate-search
-    table5 = page[page.index("<h2>translate-search: de queries translated to the pivot (Table 5)</h2>") :]
-    assert "<td>3.0</td>" in table5.split("</table>")[0]  # its own R@1, not the direct search's 1.0 or 2.0
-    assert 'aria-label="rsum per run, de queries translated to the pivot"' in table5
+
+
+def test_report_rows_show_the_variant_labels_in_their_order() -> None:
+    """Labelled variants in the order of the labels (presets, then custom ones), a run of another variant by its
+    name after them."""
+    recall = {"t2i": {"r1": 1.0, "r5": 2.0, "r10": 3.0}, "i2t": {"r1": 4.0, "r5": 5.0, "r10": 6.0}, "rsum": 21.0}
+    runs = ["san-stale-all", "san-paraphrases-all", "san-mmt_fbf-all", "san-none-all"]
+    results = {name: {"en": recall} for name in runs}
+    labels = {"none": "-", "mmt_fbf": "MMT(f+b+f)", "paraphrases": "MMT(f+b+f; hop 2)"}
+    rows = [line.split(" | ")[1] for line in results_markdown(results, labels).splitlines() if line.startswith("| san")]
+    assert rows == ["-", "MMT(f+b+f)", "MMT(f+b+f; hop 2)", "stale"]
 
 
 def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() -> None:
-    diversity = {
-        "mmt_f": {"token_types": {"en": 10, "de": 12}, "bigrams": {"en": 20, "de": 25}},
-        "none": {"token_types": {"en": 10}, "bigrams": {"en": 18}},
-    }
-    round_trips = {
-        "de": {
-            "mt": {"hop2": {"captions": 40, "changed": 0.125}},  # metrics from before types were recorded
-            "mmt": {"hop2": {"captions": 40, "changed": 0.5, "token_types": 30, "new_types": 2}},
-        }
-    }
-    lines = diversity_markdown(diversity, round_trips, LABELS)
+    lines = diversity_markdown(DIVERSITY, ROUND_TRIPS, LABELS)
     assert lines[lines.index("| variant | language | token types | bigrams |") + 2 :][:3] == [
         "| - | en | 10 | 18 |",
         "| MMT(f) | de | 12 | 25 |",
         "| MMT(f) | en | 10 | 20 |",
     ]
     assert "| de | mt | 2 | 40 | 12.5 | - | - |" in lines and "| de | mmt | 2 | 40 | 50.0 | 30 | 2 |" in lines
-    page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
-    assert "<h2>Caption diversity (train split)</h2>" in page and "<td>12.5</td>" in page
     assert diversity_markdown({}, {}, LABELS) == []
 
 
 def test_translation_table_shows_the_image_measures_where_recorded() -> None:
-    words = {"sentences": 3, "words": 4, "word_accuracy": 0.75, "bleu": 40.04, "chrf": 60.0}
-    translation = {
-        "mt-en-de": {"bleu": 30.0, "chrf": 55.0, "image_awareness": None, "image_dependent": {**words,
-                     "word_accuracy": 0.25}, "contrastive": {"items": 2, "accuracy": 0.5}},
-        "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "meteor": 52.04, "image_awareness": 1.5, "image_dependent": words,
-                      "contrastive": {"items": 2, "accuracy": 0.625}},
-        "mmt-de-en": {"bleu": 20.0, "chrf": 45.0, "image_awareness": -0.5,
-                      "image_dependent": "no test caption in en has image-dependent words",
-                      "contrastive": "the corpus has no contrastive items for this direction"},
-        "mt-de-en": {"bleu": 19.0, "chrf": 44.0, "image_awareness": None},  # written before these measures existed
-    }  # fmt: skip
-    lines = translation_markdown(translation)
+    lines = translation_markdown(TRANSLATION)
     assert lines[0] == "## Translation (test captions)"
     assert lines[4:8] == [
         "| mmt-de-en | 20.0 | 45.0 | - | -0.5 | - | - | - |",
@@ -110,16 +125,12 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
         "| mt-de-en | 19.0 | 44.0 | - | - | - | - | - |",
         "| mt-en-de | 30.0 | 55.0 | - | - | 25.0 | 40.0 | 50.0 |",
     ]
-    page = results_html({"san-none-all": {"en": _metrics(1.0)}}, [], LABELS, lines)
-    assert "<h2>Translation (test captions)</h2>" in page and "<th>contrastive (%)</th>" in page
     assert translation_markdown({}) == []
 
 
 def test_replicated_runs_show_mean_and_standard_deviation() -> None:
     """Three seeds of one run, combined as train_retrieval writes them: every recall and rsum is the mean, with the
     sample standard deviation beside it, in the language tables and the translate-search table alike."""
-    from retrieval.experiment import combine_replicates
-
     runs = [{"en": _metrics(r1), "translate_search": {"de": _metrics(r1 + 1)}, "protocol": "full"}
             for r1 in (1.0, 2.0, 6.0)]  # fmt: skip
     combined = combine_replicates(runs, [0, 1, 2])
@@ -136,9 +147,7 @@ def test_replicated_runs_show_mean_and_standard_deviation() -> None:
     assert "mean ± sample standard deviation" in markdown
 
 
-def test_context_puts_the_pivot_first_with_header_legend_chance_and_charted_axes() -> None:
-    from report.results import ReportContext, chance_line
-
+def test_context_puts_the_pivot_first_with_header_legend_and_chance() -> None:
     results = {"san-none-all": {"de": _metrics(1.0), "en": _metrics(2.0), "en-folds": _metrics(3.0)}}
     context = ReportContext(pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000},
                             header=("Commit abc123 (2026-11-25); seed 0",))  # fmt: skip
@@ -149,6 +158,3 @@ def test_context_puts_the_pivot_first_with_header_legend_chance_and_charted_axes
     assert "Chance (text->image, 100 images): R@1 1.0, R@5 5.0, R@10 10.0." in lines
     assert chance_line(1000) == "Chance (text->image, 1000 images): R@1 0.1, R@5 0.5, R@10 1.0."
     assert chance_line(4).endswith("R@5 100.0, R@10 100.0.")  # never above 100
-    page = results_html(results, [], LABELS, (), context)
-    assert page.index("<h2>en</h2>") < page.index("<h2>de</h2>") and "rsum (of 600)</text>" in page
-    assert 'aria-label="rsum per run, en"' in page and ">600</text>" in page and "<p>Commit abc123" in page
