@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow.compute as pc
-
 from common.errors import InputError
-from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
-from mmtr.params import ParamsError, load_params
-from mmtr.profiles import apply_profile, profile_names, profile_summary
-from mmtr.stage import add_debug_flag, user_errors
+from mmtr.errors import ParamsError, add_debug_flag, user_errors
+
+# The parser is built from the standard library alone, so that `mmtr --help` (and a typo in a command) answers at
+# once: each command imports what it needs (torch, pyarrow, Prefect) when it runs.
 
 
 def check_params(args: argparse.Namespace) -> None:
+    from mmtr.params import load_params
+
     params = load_params(args.params)
     print(f"{args.params}: valid")
     print(f"  languages: {', '.join(params.languages.all)} (pivot {params.languages.pivot})")
@@ -40,6 +39,8 @@ def check_params(args: argparse.Namespace) -> None:
 
 def inspect(args: argparse.Namespace) -> None:
     """One prepared corpus folder, or every corpus (and the parallel text) under a prepared root."""
+    from corpora.prepared import count_parallel, read_parallel_tables
+
     root = Path(args.prepared)
     if (root / "images.parquet").is_file():
         _inspect_corpus(root, args.samples)
@@ -56,6 +57,10 @@ def inspect(args: argparse.Namespace) -> None:
 
 
 def _inspect_corpus(folder: Path, samples: int) -> None:
+    import pyarrow.compute as pc
+
+    from corpora.prepared import count_captions, read_prepared
+
     corpus = read_prepared(folder)
     _print_rows(count_captions(corpus))
     captions = corpus.captions
@@ -195,6 +200,10 @@ def search(args: argparse.Namespace) -> None:
 
 def profile(args: argparse.Namespace) -> None:
     """List the profiles, or merge one into the params file (and run it as a DVC experiment)."""
+    import subprocess
+
+    from mmtr.profiles import apply_profile, profile_names, profile_summary
+
     if args.name is None:
         for name in profile_names():
             print(f"{name:<10} {profile_summary(name)}")

@@ -29,11 +29,8 @@ from features.extractors import FeaturesConfig
 from mmt.augment import AugmentConfig
 from mmt.synthesis import SynthesisConfig
 from mmt.systems import SystemsConfig
+from mmtr.errors import ParamsError
 from retrieval.experiment import RetrievalConfig
-
-
-class ParamsError(ValueError):
-    """``params.yaml`` is invalid; the message starts with the file and the key path."""
 
 
 @dataclass(frozen=True)
