@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.errors import InputError
+from mmtr import __version__
 from mmtr.errors import ParamsError, add_debug_flag, user_errors
 
 # The parser is built from the standard library alone, so that `mmtr --help` (and a typo in a command) answers at
@@ -227,6 +228,7 @@ def profile(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
+    parser.add_argument("--version", action="version", version=f"mmtr {__version__}")
     add_debug_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check-params", help="validate params.yaml and summarise it")

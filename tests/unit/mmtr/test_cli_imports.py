@@ -1,5 +1,5 @@
-"""`mmtr --help` answers at once: building the parser and parsing load neither torch, Prefect, pyarrow nor DVC
-(each takes seconds to import); the commands import them when they run."""
+"""`mmtr --help` and `mmtr --version` answer at once: building the parser and parsing load neither torch, Prefect,
+pyarrow nor DVC (each takes seconds to import); the commands import them when they run."""
 
 from __future__ import annotations
 
@@ -24,8 +24,22 @@ def imported_by(argv: list[str]) -> set[str]:
     return {name.split(".")[0] for name in found}
 
 
-@pytest.mark.parametrize("argv", [["--help"], *([command, "--help"] for command in COMMANDS)], ids=" ".join)
+ANSWERED_AT_ONCE = [["--help"], ["--version"], *([command, "--help"] for command in COMMANDS)]
+
+
+@pytest.mark.parametrize("argv", ANSWERED_AT_ONCE, ids=" ".join)
 def test_help_imports_no_heavy_package(argv: list[str]) -> None:
     modules = imported_by(argv)
     assert {"argparse", "mmtr"} <= modules  # the report was read: the parser's own imports are in it
     assert sorted(name for name in HEAVY if name in modules) == []
+
+
+def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    import mmtr
+    from mmtr import cli
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"mmtr {mmtr.__version__}\n"
+    assert re.fullmatch(r"\d+(\.\d+)*\S*|0\+unknown", mmtr.__version__)
