@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 # The parser is built from the standard library alone, so that `mmtr --help` (and a typo in a command) answers at
 # once: each command imports what it needs (torch, pyarrow, Prefect) when it runs.
 
+# Where the defaults of `translate` and `search` come from (mmtr/defaults.py reads them from --params).
+PARAMS_HELP = "the params file the defaults below come from; its paths are taken from its folder (default: params.yaml)"
+DEVICE_HELP = "cpu, cuda, cuda:<index> or auto: CUDA when there is one (default: the params' device)"
+STORE_DEFAULT = "<paths.features>/<corpus_roles.target>/<features.extractor>"
+FROM_PARAMS = object()  # `translate --store` given without a folder: the params' FeatureStore
+
 
 def check_params(args: argparse.Namespace) -> None:
     from mmtr.params import load_params
@@ -246,6 +252,19 @@ def profile(args: argparse.Namespace) -> None:
             raise SystemExit(done.returncode)
 
 
+def schema(args: argparse.Namespace) -> None:
+    """Print the JSON schema of params.yaml, or write it to --out."""
+    from common.files import write_text
+    from mmtr.schema import schema_text
+
+    text = schema_text()
+    if args.out is None:
+        sys.stdout.write(text)
+        return
+    write_text(args.out, text)
+    print(f"{args.out}: the JSON schema of params.yaml")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
     parser.add_argument("--version", action="version", version=f"mmtr {__version__}")
@@ -266,14 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", help="write the merged params here instead of over --params")
     prof.add_argument("--run", dest="run_experiment", action="store_true", help="then run it: dvc exp run -n <name>")
     prof.set_defaults(run=profile)
+    schema_command = commands.add_parser("schema", help="print the JSON schema of params.yaml (for editors)")
+    schema_command.add_argument("--out", help="write it to this file instead (the repository keeps params.schema.json)")
+    schema_command.set_defaults(run=schema)
     return parser
-
-
-# Where the defaults of `translate` and `search` come from (mmtr/defaults.py reads them from --params).
-PARAMS_HELP = "the params file the defaults below come from; its paths are taken from its folder (default: params.yaml)"
-DEVICE_HELP = "cpu, cuda, cuda:<index> or auto: CUDA when there is one (default: the params' device)"
-STORE_DEFAULT = "<paths.features>/<corpus_roles.target>/<features.extractor>"
-FROM_PARAMS = object()  # `translate --store` given without a folder: the params' FeatureStore
 
 
 def add_translate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("torch", "prefect", "pyarrow", "dvc")
-COMMANDS = ("check-params", "inspect", "translate", "search", "profile")
+COMMANDS = ("check-params", "inspect", "translate", "search", "profile", "schema")
 
 
 def imported_by(argv: list[str]) -> set[str]:
