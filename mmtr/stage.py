@@ -106,10 +106,17 @@ def named(flow: FlowT, params_file: str | None = None) -> FlowT:
 
 
 def task_runner(runner: RunnerParams) -> object:
-    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured."""
-    if runner.kind == "dask":
-        from prefect_dask import DaskTaskRunner
+    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured.
 
+    Raises:
+        InputError: runner.kind dask without the ``dask`` extra installed.
+    """
+    if runner.kind == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as error:  # an optional part: the `dask` extra
+            raise InputError(f"runner.kind: dask needs prefect-dask and dask.distributed ({error}): pip install "
+                             f"'mmtr[dask]'") from None  # fmt: skip
         return DaskTaskRunner(address=runner.address)
     from prefect.task_runners import ThreadPoolTaskRunner
 
