@@ -10,8 +10,10 @@ path, e.g. ``retrieval.train.clip``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
+from collections.abc import Iterable
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from common.checks import SettingError
@@ -40,6 +42,15 @@ def build(kind: type[T], tree: Any, path: str = "") -> T:
 def join(path: str, key: str) -> str:
     """``path.key``; ``key`` at the top level, ``path`` for an error about the whole object (empty key)."""
     return f"{path}.{key}" if path and key else path or key
+
+
+def unknown_key_message(key: str, known: Iterable[str]) -> str:
+    """``unknown key; allowed keys here: a, b, c``; when one of them is close to ``key`` (a typo), ``unknown key; did
+    you mean 'b'? allowed keys here: a, b, c``."""
+    known = list(known)
+    close = difflib.get_close_matches(key, known, n=1)
+    guess = f" did you mean {close[0]!r}?" if close else ""
+    return f"unknown key;{guess} allowed keys here: {', '.join(known)}"
 
 
 def _convert(kind: Any, value: Any, path: str) -> Any:
@@ -99,7 +110,7 @@ def _build_dataclass(kind: Any, value: Any, path: str) -> Any:
     known = {field.name: field for field in dataclasses.fields(kind) if field.init}
     unknown = sorted(set(map(str, value)) - set(known))
     if unknown:
-        raise SettingError(join(path, unknown[0]), f"unknown key; allowed keys here: {', '.join(known)}")
+        raise SettingError(join(path, unknown[0]), unknown_key_message(unknown[0], known))
     values = {}
     for name, field in known.items():
         if name in value:

@@ -51,7 +51,8 @@ class Meteor:
         spec = importlib.util.find_spec("pycocoevalcap")
         if spec is None or not spec.submodule_search_locations:
             return (
-                "METEOR 1.5 not computed: the pycocoevalcap package (which ships the Meteor 1.5 jar) is not installed"
+                "METEOR 1.5 not computed: the pycocoevalcap package (which ships the Meteor 1.5 jar) is not installed "
+                "(pip install 'mmtr[meteor]')"
             )
         jar = Path(next(iter(spec.submodule_search_locations))) / "meteor" / "meteor-1.5.jar"
         if not jar.is_file():

@@ -1,23 +1,34 @@
-"""The `mmtr` command: check params, inspect prepared data, translate with (M)MT, search images by text."""
+"""The `mmtr` command: check params, inspect prepared data, translate with (M)MT, search images by text, apply the
+papers' profiles, write the params schema and publish a run's results."""
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from common.errors import InputError
-from corpora.prepared import count_captions, count_parallel, read_parallel_tables, read_prepared
-from mmtr.params import ParamsError, load_params
-from mmtr.profiles import apply_profile, profile_names, profile_summary
-from mmtr.stage import add_debug_flag, user_errors
+from mmtr import __version__
+from mmtr.errors import ParamsError, add_debug_flag, user_errors
+
+if TYPE_CHECKING:
+    from mmtr.defaults import Defaults
+
+# The parser is built from the standard library alone, so that `mmtr --help` (and a typo in a command) answers at
+# once: each command imports what it needs (torch, pyarrow, Prefect) when it runs.
+
+# Where the defaults of `translate` and `search` come from (mmtr/defaults.py reads them from --params).
+PARAMS_HELP = "the params file the defaults below come from; its paths are taken from its folder (default: params.yaml)"
+DEVICE_HELP = "cpu, cuda, cuda:<index> or auto: CUDA when there is one (default: the params' device)"
+STORE_DEFAULT = "<paths.features>/<corpus_roles.target>/<features.extractor>"
+FROM_PARAMS = object()  # `translate --store` given without a folder: the params' FeatureStore
 
 
 def check_params(args: argparse.Namespace) -> None:
+    from mmtr.params import load_params
+
     params = load_params(args.params)
     print(f"{args.params}: valid")
     print(f"  languages: {', '.join(params.languages.all)} (pivot {params.languages.pivot})")
@@ -40,6 +51,8 @@ def check_params(args: argparse.Namespace) -> None:
 
 def inspect(args: argparse.Namespace) -> None:
     """One prepared corpus folder, or every corpus (and the parallel text) under a prepared root."""
+    from corpora.prepared import count_parallel, read_parallel_tables
+
     root = Path(args.prepared)
     if (root / "images.parquet").is_file():
         _inspect_corpus(root, args.samples)
@@ -56,6 +69,10 @@ def inspect(args: argparse.Namespace) -> None:
 
 
 def _inspect_corpus(folder: Path, samples: int) -> None:
+    import pyarrow.compute as pc
+
+    from corpora.prepared import count_captions, read_prepared
+
     corpus = read_prepared(folder)
     _print_rows(count_captions(corpus))
     captions = corpus.captions
@@ -113,8 +130,6 @@ def read_input_lines(name: str) -> list[str]:
 def translate(args: argparse.Namespace) -> None:
     """Translate sentences (one per line) from a file or stdin with a trained system of any backend (through the
     registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
-    import torch
-
     from common.checkpoints import checkpoint_stem
     from common.runtime import Runtime
     from features.store import FeatureStore
@@ -122,26 +137,29 @@ def translate(args: argparse.Namespace) -> None:
     from mmt.checkpoint import FINETUNE
     from mmt.translator import MMTTranslator
     from mmt.translator_protocol import Translator
+    from mmtr.defaults import Defaults
 
-    model_dir = Path(args.model) if args.model else Path(args.models) / f"mmt-{args.src}-{args.tgt}"
-    if not model_dir.is_dir():
-        raise InputError(
-            f"{model_dir}: no trained model for {args.src}->{args.tgt} (train it: dvc repro train_mmt@...)"
-        )
+    defaults = Defaults(args.params)
+    model_dir = _translation_system(args, defaults)
     backend = systems.system_backend(model_dir)
     languages = systems.system_languages(model_dir)
     if languages != (args.src, args.tgt):
         raise InputError(f"{model_dir} translates {languages[0]}->{languages[1]}, not {args.src}->{args.tgt}")
     if backend.multimodal and not args.store:
-        raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store")
-    store = FeatureStore.open(args.store) if args.store and backend.multimodal else None
+        raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store "
+                         f"(alone: the params' FeatureStore)")  # fmt: skip
+    store_path = args.store
+    if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
+        store_path = defaults.feature_store() if backend.multimodal else None
+    store = FeatureStore.open(store_path) if store_path and backend.multimodal else None
+    device = defaults.device(args.device)
     translator: Translator
     if checkpoint_stem(args.checkpoint).name != FINETUNE:  # another checkpoint of a regional system: pretrain
-        translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=torch.device(args.device))
+        translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=device)
         store = None
     else:
-        translator = systems.load_system(str(model_dir), args.store if store else None,
-                                         Runtime.resolve(args.device, "fp32"))  # fmt: skip
+        translator = systems.load_system(str(model_dir), str(store_path) if store else None,
+                                         Runtime(str(device), "fp32"))  # fmt: skip
     lines = read_input_lines(args.input)
     image_ids = None
     if args.store:  # lines carry their image; a text-only system ignores it
@@ -155,26 +173,40 @@ def translate(args: argparse.Namespace) -> None:
         print(output)
 
 
+def _translation_system(args: argparse.Namespace, defaults: Defaults) -> Path:
+    """The system folder: --model, else ``mmt-<src>-<tgt>`` in --models or the params' ``<paths.models>/mmt``."""
+    from_params = not (args.model or args.models)
+    if args.model:
+        model_dir = Path(args.model)
+    else:
+        model_dir = (Path(args.models) if args.models else defaults.mmt_models()) / f"mmt-{args.src}-{args.tgt}"
+    if not model_dir.is_dir():
+        stage = defaults.mmt_stage(args.src, args.tgt) if from_params else "train_mmt@<target>"
+        raise InputError(f"{model_dir}: no trained model for {args.src}->{args.tgt} (train it: dvc repro {stage})")
+    return model_dir
+
+
 def search(args: argparse.Namespace) -> None:
     """Rank gallery images for a text query with a trained retrieval model."""
     import pyarrow.parquet as pq
-    import torch
 
     from common.checkpoints import checkpoint_files
     from common.files import user_cache_dir
     from features.store import FeatureStore
+    from mmtr.defaults import Defaults
     from retrieval.checkpoint import MODEL, load_retrieval
     from retrieval.search import cache_file, describe, fingerprint, gallery_embeddings, hits_json
     from retrieval.search import search as run_search
 
-    model_dir = Path(args.model)
-    device = torch.device(args.device)
+    defaults = Defaults(args.params)
+    model_dir = Path(args.model) if args.model else defaults.retrieval_model()
+    device = defaults.device(args.device)
     loaded = load_retrieval(model_dir / MODEL, device=device)
-    store_path = Path(args.store or loaded.extra["store"])
+    store_path = Path(args.store) if args.store else defaults.feature_store()
     if not store_path.is_dir():
         raise InputError(f"{store_path}: feature store not found (pass --store)")
     store = FeatureStore.open(store_path)
-    images_path = Path(args.prepared) / "images.parquet"
+    images_path = (Path(args.prepared) if args.prepared else defaults.prepared()) / "images.parquet"
     if not images_path.is_file():
         raise InputError(f"{images_path}: prepared images table not found (pass --prepared)")
     images = pq.read_table(images_path, columns=["image_id", "split", "path"]).to_pylist()
@@ -183,7 +215,8 @@ def search(args: argparse.Namespace) -> None:
     image_ids = [row["image_id"] for row in wanted if row["image_id"] in in_store]
     if not image_ids:
         raise InputError(f"{images_path}: no {args.split!r} images have features in {store_path}")
-    paths = {row["image_id"]: str(Path(args.images) / row["path"]) for row in wanted}
+    image_root = Path(args.images) if args.images else defaults.images()
+    paths = {row["image_id"]: str(image_root / row["path"]) for row in wanted}
     files = checkpoint_files(model_dir / MODEL)
     identity = fingerprint(files.weights, files.fields, store_path / "regions.npy", store_path / "index.parquet")
     cache = cache_file(Path(args.cache_dir) if args.cache_dir else user_cache_dir(), identity, args.split)
@@ -195,6 +228,10 @@ def search(args: argparse.Namespace) -> None:
 
 def profile(args: argparse.Namespace) -> None:
     """List the profiles, or merge one into the params file (and run it as a DVC experiment)."""
+    import subprocess
+
+    from mmtr.profiles import apply_profile, profile_names, profile_summary
+
     if args.name is None:
         for name in profile_names():
             print(f"{name:<10} {profile_summary(name)}")
@@ -216,8 +253,35 @@ def profile(args: argparse.Namespace) -> None:
             raise SystemExit(done.returncode)
 
 
+def schema(args: argparse.Namespace) -> None:
+    """Print the JSON schema of params.yaml, or write it to --out."""
+    from common.files import write_text
+    from mmtr.schema import schema_text
+
+    text = schema_text()
+    if args.out is None:
+        sys.stdout.write(text)
+        return
+    write_text(args.out, text)
+    print(f"{args.out}: the JSON schema of params.yaml")
+
+
+def results(args: argparse.Namespace) -> None:
+    """Publish the last pipeline run: docs/results.md, the README's results and DAG blocks, the rsum chart."""
+    from mmtr.params import load_params
+    from mmtr.results_page import write_results
+
+    params = load_params(args.params)
+    repo = Path(args.params).resolve().parent
+    stages = Path(args.stages) if args.stages else repo / params.paths.work / "pipeline-stages.json"
+    command = "mmtr results" + ("" if args.params == "params.yaml" else f" --params {args.params}")
+    for path in write_results(params, repo, stages_file=stages, command=command):
+        print(f"{path.relative_to(repo)}: written")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
+    parser.add_argument("--version", action="version", version=f"mmtr {__version__}")
     add_debug_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check-params", help="validate params.yaml and summarise it")
@@ -227,43 +291,69 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("prepared", nargs="?", default="data/prepared", help="a prepared corpus, or the root of all")
     show.add_argument("--samples", type=positive_int, default=3, help="captions shown per language")
     show.set_defaults(run=inspect)
-    trans = commands.add_parser("translate", help="translate sentences with a trained (M)MT model")
-    trans.add_argument("--src", required=True, help="source language, e.g. en")
-    trans.add_argument("--tgt", required=True, help="target language, e.g. de")
-    trans.add_argument("--model", help="model folder (default: <models>/mmt-<src>-<tgt>)")
-    trans.add_argument("--models", default="data/models/mmt", help="folder of trained systems")
-    trans.add_argument(
-        "--checkpoint",
-        default="finetune",
-        help="finetune (default) or, for a regional system, pretrain (text-only); a .safetensors or an earlier .pt "
-        "file name of the system folder works too",
-    )
-    trans.add_argument("--store", help="FeatureStore folder: translate with image regions (lines: image_id<TAB>text)")
-    trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
-    trans.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
-    trans.add_argument("--device", default="cpu")
-    trans.set_defaults(run=translate)
-    find = commands.add_parser("search", help="search images by text with a trained retrieval model")
-    find.add_argument("query", nargs="+", help="the query text")
-    find.add_argument("--model", required=True, help="model folder, e.g. data/models/retrieval/san-mmt_f")
-    find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
-    find.add_argument("-k", type=positive_int, default=5, help="how many images to list (default 5)")
-    find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
-    find.add_argument("--store", help="FeatureStore folder (default: the one the model was trained with)")
-    find.add_argument("--prepared", default="data/prepared/synthetic", help="the prepared corpus (images.parquet)")
-    find.add_argument("--images", default="data/raw/synthetic/images", help="image folder the paths are under")
-    find.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    find.add_argument("--cache-dir", help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
-                      "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)")  # fmt: skip
-    find.add_argument("--device", default="cpu")
-    find.set_defaults(run=search)
+    add_translate(commands)
+    add_search(commands)
     prof = commands.add_parser("profile", help="apply one of the papers' experiments (profiles/<name>.yaml)")
     prof.add_argument("name", nargs="?", help="profile name (omit to list them)")
     prof.add_argument("--params", default="params.yaml", help="the params file to merge it into")
     prof.add_argument("--out", help="write the merged params here instead of over --params")
     prof.add_argument("--run", dest="run_experiment", action="store_true", help="then run it: dvc exp run -n <name>")
     prof.set_defaults(run=profile)
+    schema_command = commands.add_parser("schema", help="print the JSON schema of params.yaml (for editors)")
+    schema_command.add_argument("--out", help="write it to this file instead (the repository keeps params.schema.json)")
+    schema_command.set_defaults(run=schema)
+    publish = commands.add_parser(
+        "results", help="write docs/results.md and the README's results from the last run's metrics files"
+    )
+    publish.add_argument("--params", default="params.yaml", help="the params of the run (its paths: metrics, work)")
+    publish.add_argument(
+        "--stages", help="the pipeline flow's stage record (default: <paths.work>/pipeline-stages.json, if present)"
+    )
+    publish.set_defaults(run=results)
     return parser
+
+
+def add_translate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    trans = commands.add_parser("translate", help="translate sentences with a trained (M)MT model")
+    trans.add_argument("--src", required=True, help="source language, e.g. en")
+    trans.add_argument("--tgt", required=True, help="target language, e.g. de")
+    trans.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    trans.add_argument("--model", help="system folder (default: <models>/mmt-<src>-<tgt>)")
+    trans.add_argument("--models", help="folder of trained systems (default: <paths.models>/mmt)")
+    trans.add_argument(
+        "--checkpoint",
+        default="finetune",
+        help="finetune (default) or, for a regional system, pretrain (text-only); a .safetensors or an earlier .pt "
+        "file name of the system folder works too",
+    )
+    trans.add_argument("--store", nargs="?", const=FROM_PARAMS,
+                       help=f"FeatureStore folder: translate with image regions, lines image_id<TAB>text (--store "
+                       f"alone: {STORE_DEFAULT})")  # fmt: skip
+    trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
+    trans.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
+    trans.add_argument("--device", help=DEVICE_HELP)
+    trans.set_defaults(run=translate)
+
+
+def add_search(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    find = commands.add_parser("search", help="search images by text with a trained retrieval model")
+    find.add_argument("query", nargs="+", help="the query text")
+    find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
+    find.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
+    find.add_argument("--model", help="model folder (default: <paths.models>/retrieval/<model>-<variant>-<role>, the "
+                      "first of retrieval.models, retrieval.variants and retrieval.roles)")  # fmt: skip
+    find.add_argument("-k", type=positive_int, default=5, help="how many images to list (default 5)")
+    find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
+    find.add_argument("--store", help=f"FeatureStore folder (default: {STORE_DEFAULT})")
+    find.add_argument("--prepared", help="the prepared corpus, its images.parquet (default: "
+                      "<paths.prepared>/<corpus_roles.target>)")  # fmt: skip
+    find.add_argument("--images", help="image folder the paths are under (default: corpora.<corpus_roles.target>."
+                      "images)")  # fmt: skip
+    find.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    find.add_argument("--cache-dir", help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
+                      "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)")  # fmt: skip
+    find.add_argument("--device", help=DEVICE_HELP)
+    find.set_defaults(run=search)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -27,11 +27,8 @@ from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
 from features.config import FeaturesConfig
 from mmt.config import AugmentConfig, SynthesisConfig, SystemsConfig
+from mmtr.errors import ParamsError
 from retrieval.config import RetrievalConfig
-
-
-class ParamsError(ValueError):
-    """``params.yaml`` is invalid; the message starts with the file and the key path."""
 
 
 @dataclass(frozen=True)

@@ -170,11 +170,12 @@ def glance_block(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages:
         lines.append("")
     langs = [lang for lang in languages_of(metrics.retrieval, pivot) if "-" not in lang]
     labels = variant_labels(params)
-    lines += ["| retrieval (test rsum) | " + " | ".join(langs) + " |", "|---" * (len(langs) + 1) + "|"]
+    heads = " | ".join(f"rsum {lang}" for lang in langs)
+    lines += [f"| retrieval (test) | captions | role | {heads} |", "|---" * (len(langs) + 3) + "|"]
     for name in metrics.retrieval:
         model, variant, role = split_run(name)
         cells = [_rsum(language_rows(metrics.retrieval, lang).get(name)) for lang in langs]
-        lines.append(f"| {model.upper()} {labels.get(variant, variant)} ({role}) | " + " | ".join(cells) + " |")
+        lines.append(f"| {model.upper()} | `{labels.get(variant, variant)}` | {role} | " + " | ".join(cells) + " |")
     lines.append("")
     if stages is not None:
         lines.append(f"The whole run (`{stages['command']}`) took {_duration(stages['seconds'])}"

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from common import distributed
 from common.errors import InputError
 from common.runtime import resolve_device
-from mmtr.params import DistributedParams, Params, ParamsError, RunnerParams, load_params
+from mmtr.errors import add_debug_flag, user_errors
+from mmtr.params import DistributedParams, Params, RunnerParams, load_params
 from mmtr.run_card import run_card_hook
 
 PIPELINE_RUN_ENV = "MMTR_PIPELINE_RUN_ID"  # set by flows.pipeline so every stage run of one `dvc repro` shares a tag
-DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
-# What a user can cause: bad params or input files, and a training run that diverged (its settings are the cause).
-# Anything else is a bug and keeps its traceback.
-USER_ERRORS = (ParamsError, InputError, FloatingPointError)
 
 Result = TypeVar("Result")
 
@@ -31,23 +27,6 @@ def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     add_debug_flag(parser)
     return parser
-
-
-def add_debug_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true",
-                        help=f"show the traceback of an error too (or set {DEBUG_ENV}=1)")  # fmt: skip
-
-
-@contextlib.contextmanager
-def user_errors(prog: str, *, debug: bool) -> Iterator[None]:
-    """A user error inside ends the process with one line, ``<prog>: error: <message>``, and exit status 2 (with
-    ``debug`` or ``MMTR_DEBUG=1`` it propagates, traceback and all); any other exception propagates as it is."""
-    try:
-        yield
-    except USER_ERRORS as error:
-        if debug or os.environ.get(DEBUG_ENV) == "1":
-            raise
-        _fail(prog, error)
 
 
 def check_prefect_api() -> None:
@@ -127,10 +106,17 @@ def named(flow: FlowT, params_file: str | None = None) -> FlowT:
 
 
 def task_runner(runner: RunnerParams) -> object:
-    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured."""
-    if runner.kind == "dask":
-        from prefect_dask import DaskTaskRunner
+    """ThreadPool locally; an existing Dask cluster through prefect-dask when an address is configured.
 
+    Raises:
+        InputError: runner.kind dask without the ``dask`` extra installed.
+    """
+    if runner.kind == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as error:  # an optional part: the `dask` extra
+            raise InputError(f"runner.kind: dask needs prefect-dask and dask.distributed ({error}): pip install "
+                             f"'mmtr[dask]'") from None  # fmt: skip
         return DaskTaskRunner(address=runner.address)
     from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -202,8 +188,3 @@ def _show_library_progress() -> None:
 
     for name in PREFECT_LOGGING_EXTRA_LOGGERS.value():
         logging.getLogger(name).setLevel(logging.INFO)
-
-
-def _fail(prog: str, error: Exception) -> NoReturn:
-    print(f"{prog}: error: {error}", file=sys.stderr)
-    raise SystemExit(2)

@@ -125,13 +125,13 @@ def test_report_tables_every_run(
 
 
 def test_search_cli_ranks_the_gallery_and_caches_it(
-    runs: dict[str, Path], tiny_dataset: TinyDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The gallery cache lives outside the model folder (a DVC output reading must not change); a corrupt or
     planted cache is rebuilt, never trusted."""
     cache = tmp_path / "cache"
     common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2",
-              "--cache-dir", str(cache)]  # fmt: skip
+              "--store", str(trained / "features" / "compact"), "--cache-dir", str(cache)]  # fmt: skip
     model = runs["san-mmt_f-all"]
     before = sorted(path.name for path in model.iterdir())
     cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", *common])
@@ -159,9 +159,10 @@ def test_search_cli_ranks_the_gallery_and_caches_it(
 
 
 def test_search_cli_errors(
-    runs: dict[str, Path], tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
+    runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images")]
+    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"),
+              "--store", str(trained / "features" / "compact")]  # fmt: skip
     with pytest.raises(SystemExit):
         cli.main(["search", "un cercle", "--model", str(runs["san-mmt_f-all"]), "--lang", "fr", *common])
     assert "trained on en, de" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import pytest
 
 from common.checks import SettingError, check_fraction, check_not_empty, check_positive, check_range
-from common.config import build, join
+from common.config import build, join, unknown_key_message
 
 Colour = Literal["red", "green"]
 
@@ -64,7 +64,8 @@ def test_missing_fields_with_defaults_keep_them() -> None:
     ("tree", "message"),
     [
         ({}, r"^top\.name: missing key$"),
-        ({"name": "a", "nmae": 1}, r"^top\.nmae: unknown key; allowed keys here: name, leaf, colours, weights"),
+        ({"name": "a", "nmae": 1}, r"^top\.nmae: unknown key; did you mean 'name'\? allowed keys here: name, leaf, "),
+        ({"name": "a", "zzz": 1}, r"^top\.zzz: unknown key; allowed keys here: name, leaf, colours, weights"),
         ({"name": 3}, r"^top\.name: expected a string, got 3$"),
         ({"name": "a", "leaf": {"count": True}}, r"^top\.leaf\.count: expected an integer, got True$"),
         ({"name": "a", "leaf": {"count": 1.5}}, r"^top\.leaf\.count: expected an integer, got 1\.5$"),
@@ -119,3 +120,10 @@ def test_join_and_the_checks_messages() -> None:
             call()
     check_positive("lr", 0.5, below=1.0)
     check_fraction("share", 1.0)
+
+
+def test_an_unknown_key_names_the_closest_known_one_if_any() -> None:
+    assert unknown_key_message("pretrian", ["text", "pretrain", "finetune"]) == (
+        "unknown key; did you mean 'pretrain'? allowed keys here: text, pretrain, finetune"
+    )
+    assert unknown_key_message("colour", ["text", "pretrain"]) == "unknown key; allowed keys here: text, pretrain"

@@ -48,9 +48,11 @@ def test_without_java_or_the_jar_the_note_says_why(monkeypatch: pytest.MonkeyPat
     }
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/java")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert "pycocoevalcap package (which ships the Meteor 1.5 jar) is not installed" in str(
-        meteor_scores(["a ."], ["a ."], "en")["meteor_note"]
-    )
+    assert meteor_scores(["a ."], ["a ."], "en") == {
+        "meteor": None,
+        "meteor_note": "METEOR 1.5 not computed: the pycocoevalcap package (which ships the Meteor 1.5 jar) is not "
+        "installed (pip install 'mmtr[meteor]')",
+    }
 
 
 def test_bad_input_and_a_failing_jar_are_errors(tmp_path: Path) -> None:

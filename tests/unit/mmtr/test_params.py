@@ -87,9 +87,21 @@ def test_bad_value_names_key_value_and_allowed(tree: dict[str, Any], key_path: s
         parse_params(edited(tree, key_path, value))
 
 
+def test_a_top_level_typo_gets_the_key_it_is_close_to(tree: dict[str, Any]) -> None:
+    with pytest.raises(
+        ParamsError, match=r"^params\.yaml: sede: unknown key; did you mean 'seed'\? allowed keys here: seed,"
+    ):
+        parse_params({**tree, "sede": 0})
+    with pytest.raises(ParamsError, match=r"^params\.yaml: mmt\.pretrian: unknown key; did you mean 'pretrain'\?"):
+        parse_params(edited(tree, "mmt.pretrian", {"epochs": 1}))
+    with pytest.raises(ParamsError, match=r"^params\.yaml: colour: unknown key; allowed keys here: seed,") as raised:
+        parse_params({**tree, "colour": "red"})
+    assert "did you mean" not in str(raised.value)  # nothing close: no guess
+
+
 def test_unknown_key_is_an_error(tree: dict[str, Any]) -> None:
     changed = edited(tree, "prepare.multi30k.tokenised", True)  # British spelling: not a key
-    with pytest.raises(ParamsError, match=r"prepare\.multi30k\.tokenised: unknown key; allowed keys here: tasks"):
+    with pytest.raises(ParamsError, match=r"multi30k\.tokenised: unknown key; did you mean 'tokenized'\? allowed keys"):
         parse_params(changed)
 
 
@@ -173,7 +185,7 @@ def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, A
     [
         ("retrieval.models", ["san", "clip"], r"retrieval\.models\[1\]: unknown name 'clip'; known: san, dan, scan"),
         ("retrieval.variants", ["mmt_x"], r"retrieval\.variants\[0\]: unknown name 'mmt_x'; known: none, mt_f"),
-        ("retrieval.configs.san", {"hiden": 4}, r"retrieval\.configs\.san\.hiden: unknown key; allowed keys here: "),
+        ("retrieval.configs.san", {"hiden": 4}, r"configs\.san\.hiden: unknown key; did you mean 'hidden'\?"),
         ("retrieval.configs.scan", {"direction": "x2y"}, r"retrieval\.configs\.scan\.direction: got 'x2y'"),
         ("retrieval.configs.san", [1], r"retrieval\.configs\.san: expected a mapping of settings"),
         ("retrieval.configs.clip", {}, r"retrieval\.configs\.clip: unknown model"),

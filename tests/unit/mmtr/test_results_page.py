@@ -73,7 +73,7 @@ def test_the_glance_block_shows_each_number_once_rounded_as_written(params: Para
     first = params.retrieval.run_names()[0]
     model, variant, role = first.split("-", 2)
     label = {name: v.display_name() for name, v in params.augment.variants.items()}[variant]
-    assert f"| {model.upper()} {label} ({role}) | 300.0 | 400.0 |" in block
+    assert f"| {model.upper()} | `{label}` | {role} | 300.0 | 400.0 |" in block
     assert "took" not in block  # no stage record, no time
 
 

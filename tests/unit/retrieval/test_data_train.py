@@ -221,7 +221,7 @@ def test_search_finds_the_described_image_and_uses_the_cache(tmp_path: Path) -> 
 def test_unknown_model_lists_known_ones() -> None:
     with pytest.raises(UnknownModelError, match="unknown retrieval model 'clip'; known: dan, mule, multihead"):
         make_config("clip", {})
-    with pytest.raises(SettingError, match=r"^hiden: unknown key; allowed keys here: word_dim, hidden, rnn"):
+    with pytest.raises(SettingError, match=r"^hiden: unknown key; did you mean 'hidden'\? allowed keys here: word"):
         make_config("san", {"hiden": 3})
     with pytest.raises(SettingError, match=r"^configs\.san\.rnn: got 'cnn', allowed: lstm, gru"):
         make_config("san", {"rnn": "cnn"}, path="configs.san")

@@ -76,7 +76,7 @@ def test_configs_survive_a_json_round_trip_of_flow_parameters() -> None:
 @pytest.mark.parametrize(
     ("configs", "message"),
     [
-        ({"san": {"hiden": 16}}, r"^configs\.san\.hiden: unknown key; allowed keys here: word_dim, hidden, rnn, "),
+        ({"san": {"hiden": 16}}, r"^configs\.san\.hiden: unknown key; did you mean 'hidden'\? allowed keys here: "),
         ({"san": {"rnn": "transformer"}}, r"^configs\.san\.rnn: got 'transformer', allowed: "),
         ({"san": {"hidden": "big"}}, r"^configs\.san\.hidden: expected an integer, got 'big'$"),
         ({"mule": {"topk": 0}}, r"^configs\.mule\.topk: got 0, allowed: topk > 0$"),
