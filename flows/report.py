@@ -41,17 +41,19 @@ def report_context(params: Params, prepared: str) -> ReportContext:
     """The pivot, the images each test language is ranked against, and a header with the code's commit and date and
     the settings the tables depend on."""
     retrieval = params.retrieval
-    test = [split for split in read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
-            if split == "test"]  # fmt: skip
+    splits = read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
+    test = [split for split in splits if split == "test"]
     folds = min(retrieval.evaluation.fold_images, len(test))
-    test_images = {lang: len(test) for lang in retrieval.languages} | {
-        f"{lang}-folds": folds for lang in retrieval.languages}  # fmt: skip
+    test_images = {lang: len(test) for lang in retrieval.languages}
+    test_images |= {f"{lang}-folds": folds for lang in retrieval.languages}
     commit = git_commit()
-    header = [f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
-              f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
-              f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
-              f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
-              f"{retrieval.evaluation.protocol}."]  # fmt: skip
+    header = [
+        f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
+        f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
+        f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
+        f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
+        f"{retrieval.evaluation.protocol}.",
+    ]
     return ReportContext(pivot=params.languages.pivot, test_images=test_images, header=tuple(header))
 
 
