@@ -61,8 +61,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         files = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
         written = list(params.retrieval.variants)
         with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
-            named(augment, args.params)(measured_variants(params), args.prepared, files, str(out), args.metrics,
-                                        written)  # fmt: skip
+            named(augment, args.params)(
+                measured_variants(params), args.prepared, files, str(out), args.metrics, written
+            )
 
     run_stage(parser, argv, body)
 

@@ -42,9 +42,16 @@ def export(
         task = export_caption_variant.with_options(task_run_name=f"export-{name}")
         rows[name] = task(str(captions), images, str(Path(out) / name), card, image_root, regions).rows
     languages = sorted({lang for splits in rows.values() for counts in splits.values() for lang in counts})
-    table = [{"variant": name, "split": split, **{lang: counts.get(lang, 0) for lang in languages},
-              "all": sum(counts.values())}
-             for name, splits in rows.items() for split, counts in splits.items()]  # fmt: skip
+    table = [
+        {
+            "variant": name,
+            "split": split,
+            **{lang: counts.get(lang, 0) for lang in languages},
+            "all": sum(counts.values()),
+        }
+        for name, splits in rows.items()
+        for split, counts in splits.items()
+    ]
     description = "Hugging Face dataset rows per split and language"
     create_table_artifact(key=artifact_key("export-rows"), table=table, description=description)
     return rows
@@ -55,9 +62,11 @@ def variant_definition(variant: Variant) -> str:
     if variant.origin is None:
         return f"{variant.display_name()}: the human captions alone"
     kept = variant.kept_hops()
-    return (f"{variant.display_name()}: the human captions plus the {variant.origin} system's captions of "
-            f"hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))} ({variant.hops} "
-            f"pass{'es' if variant.hops > 1 else ''} followed)")  # fmt: skip
+    return (
+        f"{variant.display_name()}: the human captions plus the {variant.origin} system's captions of "
+        f"hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))} ({variant.hops} "
+        f"pass{'es' if variant.hops > 1 else ''} followed)"
+    )
 
 
 def cards(params: Params, corpus: str, synthetic: str) -> dict[str, CardInfo]:
@@ -67,13 +76,23 @@ def cards(params: Params, corpus: str, synthetic: str) -> dict[str, CardInfo]:
     result = {}
     for name in params.export.variants or params.retrieval.variants:
         variant = params.augment.variants[name]
-        settings = {"languages.pivot": params.languages.pivot, "mmt.targets": list(params.mmt.targets),
-                    f"variant {name}": {"origin": variant.origin, "hops": variant.hops, "keep": list(variant.keep)},
-                    "export.images": params.export.images, "export.regions": params.export.regions}  # fmt: skip
-        result[name] = CardInfo(variant=name, definition=variant_definition(variant), corpus=corpus,
-                                dataset=params.corpus(corpus).dataset, generated=generated,
-                                pivot=params.languages.pivot, targets=params.mmt.targets,
-                                settings=settings)  # fmt: skip
+        settings = {
+            "languages.pivot": params.languages.pivot,
+            "mmt.targets": list(params.mmt.targets),
+            f"variant {name}": {"origin": variant.origin, "hops": variant.hops, "keep": list(variant.keep)},
+            "export.images": params.export.images,
+            "export.regions": params.export.regions,
+        }
+        result[name] = CardInfo(
+            variant=name,
+            definition=variant_definition(variant),
+            corpus=corpus,
+            dataset=params.corpus(corpus).dataset,
+            generated=generated,
+            pivot=params.languages.pivot,
+            targets=params.mmt.targets,
+            settings=settings,
+        )
     return result
 
 

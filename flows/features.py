@@ -54,8 +54,9 @@ def features(config: FeaturesConfig, paths: FeaturesPaths, seed: int, runtime: R
     jobs = plan_image_jobs(paths.prepared, paths.images, boxes)
     images = read_images(Path(paths.prepared) / "images.parquet")
     detector_data = Path(paths.detector_data) if paths.detector_data else None
-    inputs = ExtractionInputs(images, Path(paths.images), Path(paths.boxes), Path(paths.inputs), Path(paths.work), seed,
-                              detector_data)  # fmt: skip
+    inputs = ExtractionInputs(
+        images, Path(paths.images), Path(paths.boxes), Path(paths.inputs), Path(paths.work), seed, detector_data
+    )
     weights = extractor_weights(config, inputs)
     spec = entry.spec(config.extractor, config, Path(weights), runtime)
     weights_sha = entry.weights_sha256(Path(weights))
@@ -117,12 +118,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         ("metrics", "metrics JSON file to write"),
     ]:
         parser.add_argument(f"--{name}", required=True, help=help_text)
-    parser.add_argument("--detector-data", help="the built-in dataset (paths.synthetic): its train split trains the "
-                        "compact encoder for every corpus; default: the corpus's own train split")  # fmt: skip
+    detector_help = (
+        "the built-in dataset (paths.synthetic): its train split trains the compact encoder for every corpus; "
+        "default: the corpus's own train split"
+    )
+    parser.add_argument("--detector-data", help=detector_help)
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        paths = FeaturesPaths(args.prepared, args.images, args.boxes, args.inputs, args.out, args.work, args.metrics,
-                              args.detector_data)  # fmt: skip
+        paths = FeaturesPaths(
+            args.prepared, args.images, args.boxes, args.inputs, args.out, args.work, args.metrics, args.detector_data
+        )
         runnable = named(features, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("features")):
             runnable(params.features, paths, params.seed, Runtime.resolve(params.device, params.precision))

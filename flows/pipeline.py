@@ -117,8 +117,12 @@ def dag_stages(targets: Sequence[str]) -> list[str]:
 
 def stages_markdown(tracker: ReproTracker, links: dict[str, str], total_seconds: float) -> str:
     """The table of the ``pipeline-stages`` artifact."""
-    lines = [f"# Pipeline: {tracker.done} of {len(tracker.stages)} stages done in {total_seconds:.0f} s", "",
-             "| stage | status | wall time (s) | flow run |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# Pipeline: {tracker.done} of {len(tracker.stages)} stages done in {total_seconds:.0f} s",
+        "",
+        "| stage | status | wall time (s) | flow run |",
+        "|---|---|---|---|",
+    ]
     for record in tracker.stages.values():
         seconds = "-" if record.seconds is None else f"{record.seconds:.1f}"
         link = f"[{record.name}]({links[record.name]})" if record.name in links else "-"
@@ -168,8 +172,9 @@ def pipeline(
     progress = progress_artifact(f"0 of {total} stages done", key="pipeline-progress")
     logger.info("Running %s (%d stages in the DAG)", " ".join(command), len(tracker.stages))
     start = time.monotonic()
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          bufsize=1) as process:  # fmt: skip
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as process:
         assert process.stdout is not None
         for line in process.stdout:
             sys.stdout.write(line)  # DVC's and the stages' own output, as `dvc repro` shows it
@@ -180,8 +185,9 @@ def pipeline(
         returncode = process.wait()
     tracker.finish(time.monotonic(), succeeded=returncode == 0)
     elapsed = time.monotonic() - start
-    update_progress_artifact(progress, 100.0 * tracker.done / total,
-                             description=f"{tracker.done} of {total} stages done in {elapsed:.0f} s")  # fmt: skip
+    update_progress_artifact(
+        progress, 100.0 * tracker.done / total, description=f"{tracker.done} of {total} stages done in {elapsed:.0f} s"
+    )
     markdown = stages_markdown(tracker, stage_run_links(run_id), elapsed)
     create_markdown_artifact(key="pipeline-stages", markdown=markdown, description="Stages of this dvc repro")
     if record:

@@ -13,18 +13,18 @@ from corpora.prepared import count_captions
 from mmtr.params import CorpusParams, Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
-from tasks.data import publish_counts, read_captioned_images, write_prepared_tables
+from tasks.data import CorpusSource, publish_counts, read_captioned_images, write_prepared_tables
 
 
 @flow(name="prepare", log_prints=True, persist_result=False)
 def prepare(config: PrepareConfig, corpus: CorpusParams, languages: Languages, out: str) -> list[dict[str, object]]:
     image_root = corpus.images if config.read_image_sizes else None
-    read = read_captioned_images(corpus.format, config.adapter_config(corpus.format), corpus.source, image_root,
-                                 languages, corpus.dataset)  # fmt: skip
+    source = CorpusSource(corpus.format, corpus.source, image_root, corpus.dataset)
+    read = read_captioned_images(source, config.adapter_config(corpus.format), languages)
     write_prepared_tables(read, out)
     counts = count_captions(read)
-    publish_counts(counts, key=artifact_key(f"prepare-{corpus.dataset}-counts"),
-                   description=f"{corpus.dataset}: prepared captions per split and language")  # fmt: skip
+    description = f"{corpus.dataset}: prepared captions per split and language"
+    publish_counts(counts, key=artifact_key(f"prepare-{corpus.dataset}-counts"), description=description)
     return counts
 
 

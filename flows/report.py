@@ -20,18 +20,19 @@ from mmtr.params import Params
 from mmtr.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
 from report.tables import ReportContext
 from tasks import artifact_key
-from tasks.report import write_report
+from tasks.report import ReportInputs, write_report
 
 SAMPLES = 6  # images with their synthesized captions on the page
 
 
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
-    metrics: str, synthesized: list[str], prepared: str, images: str, out: str, variant_labels: dict[str, str],
-    diversity: str, round_trips: str, translation: str, context: ReportContext, runs: list[str],
-) -> str:  # fmt: skip
-    markdown = write_report(metrics, synthesized, prepared, images, out, SAMPLES, variant_labels, diversity,
-                            round_trips, translation, context, artifact_key("retrieval-results"), runs)  # fmt: skip
+    inputs: ReportInputs, out: str, variant_labels: dict[str, str], context: ReportContext, runs: list[str]
+) -> str:
+    key = artifact_key("retrieval-results")
+    markdown = write_report(
+        inputs, out, samples=SAMPLES, variant_labels=variant_labels, context=context, key=key, runs=runs
+    )
     print(markdown)
     return markdown
 
@@ -40,17 +41,19 @@ def report_context(params: Params, prepared: str) -> ReportContext:
     """The pivot, the images each test language is ranked against, and a header with the code's commit and date and
     the settings the tables depend on."""
     retrieval = params.retrieval
-    test = [split for split in read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
-            if split == "test"]  # fmt: skip
+    splits = read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
+    test = [split for split in splits if split == "test"]
     folds = min(retrieval.evaluation.fold_images, len(test))
-    test_images = {lang: len(test) for lang in retrieval.languages} | {
-        f"{lang}-folds": folds for lang in retrieval.languages}  # fmt: skip
+    test_images = {lang: len(test) for lang in retrieval.languages}
+    test_images |= {f"{lang}-folds": folds for lang in retrieval.languages}
     commit = git_commit()
-    header = [f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
-              f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
-              f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
-              f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
-              f"{retrieval.evaluation.protocol}."]  # fmt: skip
+    header = [
+        f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
+        f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
+        f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
+        f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
+        f"{retrieval.evaluation.protocol}.",
+    ]
     return ReportContext(pivot=params.languages.pivot, test_images=test_images, header=tuple(header))
 
 
@@ -69,11 +72,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
         labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
         context = report_context(params, args.prepared)
-        synthesized = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
+        synthesized = tuple(str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets)
+        inputs = ReportInputs(
+            metrics_dir=args.metrics,
+            synthesized=synthesized,
+            prepared=args.prepared,
+            images=images,
+            diversity=args.diversity,
+            round_trips=args.round_trips,
+            translation=args.translation,
+        )
         with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
-            named(report, args.params)(args.metrics, synthesized, args.prepared, images, str(out), labels,
-                                       args.diversity, args.round_trips, args.translation, context,
-                                       params.retrieval.run_names())  # fmt: skip
+            named(report, args.params)(inputs, str(out), labels, context, params.retrieval.run_names())
 
     run_stage(parser, argv, body)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,17 +27,33 @@ from mmt.systems import system_sha256
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner
 from tasks import artifact_key, progress_artifact
-from tasks.mmt import translate_shard, write_synthesized
+from tasks.mmt import PassSystem, translate_shard, write_synthesized
 
 ORIGINS: tuple[Origin, ...] = ("mmt", "mt")  # the order of the rows in the output
 
 
+@dataclass(frozen=True)
+class SynthesisPaths:
+    """What a synthesis stage reads and writes: the target corpus, the trained systems, shards, captions, metrics."""
+
+    prepared: str  # the target corpus's prepared folder (its train split's human pivot captions)
+    store: str | None  # the target corpus's FeatureStore the MMT reads; None: the text-only MT system alone
+    models: str  # the MT systems' folder (<paths.models>/mmt): <origin>-<src>-<tgt>/ per system
+    work: str  # resumable shards of every pass
+    out: str  # the synthesized captions' Parquet file
+    metrics: str  # the round trips' change shares (<paths.metrics>/synthesis/<target>.json)
+
+
 @flow(name="synthesize", log_prints=True, persist_result=False)
 def synthesize(
-    config: SynthesisConfig, pivot: str, target: str, prepared: str, store: str | None, models: str, work: str,
-    out: str, metrics: str, runtime: Runtime, origins: tuple[Origin, ...] = ORIGINS,
-) -> dict[str, int]:  # fmt: skip
-    captions = read_prepared(prepared).captions
+    config: SynthesisConfig,
+    pivot: str,
+    target: str,
+    paths: SynthesisPaths,
+    runtime: Runtime,
+    origins: tuple[Origin, ...] = ORIGINS,
+) -> dict[str, int]:
+    captions = read_prepared(paths.prepared).captions
     sources = select_sources(captions, lang=pivot, split="train", kinds=config.kinds)
     passes: dict[Origin, list[pa.Table]] = {}  # origin -> the outputs of hops 1..config.hops
     for origin in origins:
@@ -44,26 +61,32 @@ def synthesize(
         passes[origin] = []
         for hop in range(1, config.hops + 1):
             src, tgt = hop_languages(hop, pivot, target)
-            previous = _pass(config, previous, f"{origin}-{src}-{tgt}", origin, tgt, hop, store, models, work, runtime)
+            previous = _pass(config, previous, f"{origin}-{src}-{tgt}", origin, tgt, hop, paths, runtime)
             passes[origin].append(previous)
-    counts = write_synthesized([table for origin in origins for table in passes[origin]], prepared, out)
+    counts = write_synthesized([table for origin in origins for table in passes[origin]], paths.prepared, paths.out)
     changes = {origin: round_trip_changes(sources, passes[origin]) for origin in origins}
-    write_text(metrics, json.dumps(changes, indent=2, sort_keys=True) + "\n")
+    write_text(paths.metrics, json.dumps(changes, indent=2, sort_keys=True) + "\n")
     get_run_logger().info("Round trips that changed their source: %s", json.dumps(changes))
     _show_samples(sources, passes, pivot, target)
     return counts
 
 
 def _pass(
-    config: SynthesisConfig, sources: pa.Table, system: str, origin: Origin, lang: str, hop: int, store: str | None,
-    models: str, work: str, runtime: Runtime,
-) -> pa.Table:  # fmt: skip
+    config: SynthesisConfig,
+    sources: pa.Table,
+    system: str,
+    origin: Origin,
+    lang: str,
+    hop: int,
+    paths: SynthesisPaths,
+    runtime: Runtime,
+) -> pa.Table:
     """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
-    model_dir = str(Path(models) / system)
+    model_dir = str(Path(paths.models) / system)
     task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))
-    shards = plan_shards(sources, task, work=Path(work), shard_size=config.shard_size)
-    futures = translate_shard.map(shards, unmapped(task), unmapped(model_dir), unmapped(store), unmapped(runtime),
-                                  unmapped(config.beam), unmapped(config.batch_size))  # fmt: skip
+    shards = plan_shards(sources, task, work=Path(paths.work), shard_size=config.shard_size)
+    translator = PassSystem(model_dir, paths.store, runtime, config.beam, config.batch_size)
+    futures = translate_shard.map(shards, unmapped(task), unmapped(translator))
     progress = progress_artifact(f"{system} (hop {hop}): shards translated")
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()
@@ -82,8 +105,10 @@ def _show_samples(sources: pa.Table, passes: dict[Origin, list[pa.Table]], pivot
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in range(0, sources.num_rows, max(sources.num_rows // 8, 1))[:8]:
         lines.append("| " + " | ".join(column[row].replace("|", "/") for column in columns) + " |")
-    create_markdown_artifact(key=artifact_key(f"synthesized-{target}"), markdown="\n".join(lines),
-                             description=f"Sampled synthesized captions ({target})")  # fmt: skip
+    description = f"Sampled synthesized captions ({target})"
+    create_markdown_artifact(
+        key=artifact_key(f"synthesized-{target}"), markdown="\n".join(lines), description=description
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -103,8 +128,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         runtime = Runtime.resolve(params.device, params.precision)
         runnable = named(synthesize, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("synthesize"), f"pair:{params.languages.pivot}-{args.target}"):
-            runnable(params.synthesis, params.languages.pivot, args.target, args.prepared, args.store, args.models,
-                     args.work, args.out, args.metrics, runtime, origins)  # fmt: skip
+            paths = SynthesisPaths(args.prepared, args.store, args.models, args.work, args.out, args.metrics)
+            runnable(params.synthesis, params.languages.pivot, args.target, paths, runtime, origins)
 
     run_stage(parser, argv, body)
 

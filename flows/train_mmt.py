@@ -33,20 +33,28 @@ from mmt.systems import TEXT_ONLY_REGION_DIM
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
-from tasks.mmt import DirectionJob, train_direction
+from tasks.mmt import DirectionJob, PairPaths, train_direction
 
 
 @flow(name="train_mmt", log_prints=True, persist_result=False)
 def train_mmt(
-    config: SystemsConfig, pivot: str, target: str, prepared: str, parallel: str, store: str | None, models: str,
-    mt_models: str, metrics: str, seed: int, runtime: Runtime, parallel_directions: bool = False,
-) -> list[dict[str, object]]:  # fmt: skip
-    region_dim = FeatureStore.open(store).dim if store is not None else TEXT_ONLY_REGION_DIM
+    config: SystemsConfig,
+    pivot: str,
+    target: str,
+    prepared: str,
+    parallel: str,
+    paths: PairPaths,
+    seed: int,
+    runtime: Runtime,
+    parallel_directions: bool = False,
+) -> list[dict[str, object]]:
+    region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
     # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
     corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
-    jobs = [DirectionJob(src, tgt, direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt), config,
-                         models, mt_models, metrics, store, region_dim, seed, runtime)
-            for src, tgt in ((pivot, target), (target, pivot))]  # fmt: skip
+    jobs: list[DirectionJob] = []
+    for src, tgt in ((pivot, target), (target, pivot)):
+        data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
+        jobs.append(DirectionJob(src, tgt, data, config, paths, region_dim, seed, runtime))
     if parallel_directions and not joined():
         # two processes with half the CPU threads each: small LSTM steps use one core better than two
         threads = max(1, cpu_threads() // len(jobs))
@@ -81,9 +89,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             staged_children(args.models) as models,
             staged_children(args.metrics) as metrics,
         ):
-            named(train_mmt, args.params)(params.mmt, params.languages.pivot, args.target, args.prepared,
-                                          args.parallel, args.store, str(models), args.mt_models, str(metrics),
-                                          params.seed, runtime, params.distributed.parallel_directions)  # fmt: skip
+            paths = PairPaths(args.store, str(models), args.mt_models, str(metrics))
+            named(train_mmt, args.params)(
+                params.mmt,
+                params.languages.pivot,
+                args.target,
+                args.prepared,
+                args.parallel,
+                paths,
+                params.seed,
+                runtime,
+                params.distributed.parallel_directions,
+            )
 
     run_stage(parser, argv, body, data_parallel="flows.train_mmt")
 

@@ -28,30 +28,63 @@ from retrieval.results import replicate_seeds
 from retrieval.roles import PRESETS
 from retrieval.zoo.registry import MODELS
 from tasks import artifact_key
-from tasks.retrieval import evaluate_retrieval_model, train_retrieval_model, write_history, write_retrieval_metrics
+from tasks.retrieval import (
+    RetrievalInputs,
+    evaluate_retrieval_model,
+    train_retrieval_model,
+    write_history,
+    write_retrieval_metrics,
+)
 
 
 @flow(name="train_retrieval", log_prints=True, persist_result=False)
 def train_retrieval(
-    config: RetrievalConfig, all_languages: Languages, base_seed: int, model: str, variant: str, role: str,
-    augmented: str, store: str, word_vectors: str, queries: str, out: str, metrics: str, runtime: Runtime,
-) -> dict[str, Any]:  # fmt: skip
+    config: RetrievalConfig,
+    all_languages: Languages,
+    base_seed: int,
+    model: str,
+    variant: str,
+    role: str,
+    inputs: RetrievalInputs,
+    out: str,
+    metrics: str,
+    runtime: Runtime,
+) -> dict[str, Any]:
     pivot = all_languages.pivot
     languages = config.role(role, pivot)
-    captions = str(Path(augmented) / variant / "captions.parquet")
     seeds = replicate_seeds(base_seed, config.replicates)
     runs, history = [], []
     run = run_name(model, variant, role)
     for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
         model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
-        summary = train_retrieval_model(config, model, languages, captions, store, word_vectors, model_dir, seed,
-                                        runtime, run, artifact_key(f"retrieval-history-{run}-seed-{seed}"))  # fmt: skip
+        history_key = artifact_key(f"retrieval-history-{run}-seed-{seed}")
+        summary = train_retrieval_model(
+            config,
+            model,
+            languages,
+            inputs,
+            out_dir=model_dir,
+            seed=seed,
+            runtime=runtime,
+            run=run,
+            history_key=history_key,
+        )
         print(best_epoch_line(run, seed, summary, config.train.epochs))
         history += summary["history"]
         # Test on the human captions of the prepared data (the same rows in every variant).
-        runs.append(evaluate_retrieval_model(config, languages, model_dir, captions, store, queries,
-                                             str(Path(model_dir) / "test-metrics.json"), all_languages.all, pivot,
-                                             runtime))  # fmt: skip
+        test_metrics = str(Path(model_dir) / "test-metrics.json")
+        runs.append(
+            evaluate_retrieval_model(
+                config,
+                languages,
+                inputs,
+                model_dir=model_dir,
+                metrics_path=test_metrics,
+                languages=all_languages.all,
+                pivot=pivot,
+                runtime=runtime,
+            )
+        )
     write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
     return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
 
@@ -59,8 +92,10 @@ def train_retrieval(
 def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -> str:
     """The replicate's best epoch, counted from 1 of the configured ``epochs`` as the progress lines before it are
     ("epoch 4/5", also when patience stopped early); the summary's ``best_epoch`` is 0-based."""
-    return (f"{run} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
-            f"at epoch {summary['best_epoch'] + 1}/{epochs}")  # fmt: skip
+    return (
+        f"{run} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
+        f"at epoch {summary['best_epoch'] + 1}/{epochs}"
+    )
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:
@@ -92,10 +127,21 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"variant:{args.variant}",
             f"role:{args.role}",
         )
+        captions = str(Path(args.augmented) / args.variant / "captions.parquet")
+        inputs = RetrievalInputs(captions, args.store, args.word_vectors, args.queries)
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
-            named(train_retrieval, args.params)(params.retrieval, params.languages, params.seed, args.model,
-                                                args.variant, args.role, args.augmented, args.store, args.word_vectors,
-                                                args.queries, str(out), args.metrics, runtime)  # fmt: skip
+            named(train_retrieval, args.params)(
+                params.retrieval,
+                params.languages,
+                params.seed,
+                args.model,
+                args.variant,
+                args.role,
+                inputs,
+                str(out),
+                args.metrics,
+                runtime,
+            )
 
     run_stage(parser, argv, body, data_parallel="flows.train_retrieval")
 

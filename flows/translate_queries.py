@@ -29,9 +29,11 @@ from tasks.mmt import translate_texts
 def query_texts(captions: pa.Table, lang: str) -> list[str]:
     """The distinct human test captions in ``lang``, sorted (the queries of translate-search)."""
     chosen = captions.filter(
-        pc.and_(pc.and_(pc.equal(captions["split"], "test"), pc.equal(captions["origin"], "human")),
-                pc.equal(captions["lang"], lang))
-    )  # fmt: skip
+        pc.and_(
+            pc.and_(pc.equal(captions["split"], "test"), pc.equal(captions["origin"], "human")),
+            pc.equal(captions["lang"], lang),
+        )
+    )
     return sorted(set(chosen.column("text").to_pylist()))
 
 
@@ -63,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         runtime = Runtime.resolve(params.device, params.precision)
         languages = list(params.retrieval.translate_search.languages)
         with tags(*run_tags("translate_queries")), atomic_dir(args.out) as out:
-            named(translate_queries, args.params)(languages, params.languages.pivot, args.prepared, args.models,
-                                                  str(out), params.mmt.beam, runtime)  # fmt: skip
+            named(translate_queries, args.params)(
+                languages, params.languages.pivot, args.prepared, args.models, str(out), params.mmt.beam, runtime
+            )
 
     run_stage(parser, argv, body)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,15 +40,31 @@ def generate_synthetic_dataset(
     return summary
 
 
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where one corpus's images and human captions are read from, and by which adapter."""
+
+    format: str  # the adapter that reads it (multi30k | karpathy | scan: corpora.adapters)
+    path: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
+    image_root: str | None  # the image folder the image sizes are read from; None: sizes are not read
+    dataset: str  # the name written to the images table's `dataset` column
+
+
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
-def read_captioned_images(
-    format: str, config: object, source: str, image_root: str | None, languages: Languages, dataset: str
-) -> Corpus:
-    """Read images and human captions through the adapter ``format`` (image sizes from ``image_root``)."""
-    corpus = read_corpus(format, config, Path(source), image_root=Path(image_root) if image_root else None,
-                         languages=languages, dataset=dataset)  # fmt: skip
-    get_run_logger().info("Read %d images and %d captions (%s format) from %s", corpus.images.num_rows,
-                          corpus.captions.num_rows, format, source)  # fmt: skip
+def read_captioned_images(source: CorpusSource, config: object, languages: Languages) -> Corpus:
+    """Read images and human captions through the adapter ``source.format`` (``config``: its settings; image sizes
+    from ``source.image_root``)."""
+    image_root = Path(source.image_root) if source.image_root else None
+    corpus = read_corpus(
+        source.format, config, Path(source.path), image_root=image_root, languages=languages, dataset=source.dataset
+    )
+    get_run_logger().info(
+        "Read %d images and %d captions (%s format) from %s",
+        corpus.images.num_rows,
+        corpus.captions.num_rows,
+        source.format,
+        source.path,
+    )
     return corpus
 
 

@@ -27,10 +27,22 @@ def export_caption_variant(
     """Read one variant's caption table (checked against ``images``) and write it to ``out_dir`` as a Hugging Face
     dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region features."""
     captions = read_captions(captions_file, images=images)
-    summary = export_variant(captions, images, Path(out_dir), card=card, image_root=image_root,
-                             with_images=image_root is not None, regions=regions, source=captions_file)  # fmt: skip
+    summary = export_variant(
+        captions,
+        images,
+        Path(out_dir),
+        card=card,
+        image_root=image_root,
+        with_images=image_root is not None,
+        regions=regions,
+        source=captions_file,
+    )
     rows = {split: sum(counts.values()) for split, counts in summary.rows.items()}
-    get_run_logger().info("Exported %s to %s: %s rows; columns %s", card.variant, out_dir,
-                          ", ".join(f"{split} {count}" for split, count in rows.items()),
-                          ", ".join(summary.columns))  # fmt: skip
+    get_run_logger().info(
+        "Exported %s to %s: %s rows; columns %s",
+        card.variant,
+        out_dir,
+        ", ".join(f"{split} {count}" for split, count in rows.items()),
+        ", ".join(summary.columns),
+    )
     return summary

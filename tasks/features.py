@@ -74,9 +74,15 @@ def extract_shard_task(
     config: dict[str, object],
 ) -> ShardReport:
     """Extract one shard into the ledger (skipped if a killed run already finished it)."""
-    return extract_into_ledger(ShardLedger(ledger_root, fingerprint), shard, lambda: build_extractor(spec),
-                               batch_size=batch_size, on_bad_image=on_bad_image, checkpoint_sha256=checkpoint_sha256,
-                               config=config)  # fmt: skip
+    return extract_into_ledger(
+        ShardLedger(ledger_root, fingerprint),
+        shard,
+        lambda: build_extractor(spec),
+        batch_size=batch_size,
+        on_bad_image=on_bad_image,
+        checkpoint_sha256=checkpoint_sha256,
+        config=config,
+    )
 
 
 def run_shards(

@@ -46,10 +46,12 @@ def fit_progress(name: str, epochs: int) -> systems.ValidationCallback:
     progress = progress_artifact(f"{name}: starting")
 
     def report(record: dict[str, float]) -> None:
-        note = (f"{name}: epoch {int(record['epoch'])}/{epochs}, step {int(record['step'])}, "
-                f"loss {record['loss']:.3f}, val BLEU {record['score']:.1f}")  # fmt: skip
-        update_progress_artifact(artifact_id=progress, progress=min(100.0, 100.0 * record["epoch"] / epochs),
-                                 description=note)  # fmt: skip
+        note = (
+            f"{name}: epoch {int(record['epoch'])}/{epochs}, step {int(record['step'])}, "
+            f"loss {record['loss']:.3f}, val BLEU {record['score']:.1f}"
+        )
+        percent = min(100.0, 100.0 * record["epoch"] / epochs)
+        update_progress_artifact(artifact_id=progress, progress=percent, description=note)
 
     return report
 
@@ -58,18 +60,20 @@ def publish_history(path: Path, name: str) -> None:
     """Every validation of one fit (its history file, when the backend writes one) as a table artifact."""
     if path.is_file():
         rows = [{key: round(value, 4) for key, value in entry.items()} for entry in read_history(path)]
-        create_table_artifact(key=artifact_key(f"mmt-history-{name}"), table=rows,
-                              description=f"{name}: step, epoch, loss, validation BLEU")  # fmt: skip
+        description = f"{name}: step, epoch, loss, validation BLEU"
+        create_table_artifact(key=artifact_key(f"mmt-history-{name}"), table=rows, description=description)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def pretrain_direction(data: DirectionData, config: SystemsConfig, *, model_dir: str, region_dim: int, seed: int,
-                       runtime: Runtime) -> float:  # fmt: skip
+def pretrain_direction(
+    data: DirectionData, config: SystemsConfig, *, model_dir: str, region_dim: int, seed: int, runtime: Runtime
+) -> float:
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     report = fit_progress(f"pretrain {Path(model_dir).name}", config.pretrain.epochs)
     # under torchrun the other ranks train along (common.distributed); only this one reports and writes
-    call = functools.partial(systems.pretrain, data, config, model_dir=Path(model_dir), region_dim=region_dim,
-                             seed=seed, runtime=runtime)  # fmt: skip
+    call = functools.partial(
+        systems.pretrain, data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed, runtime=runtime
+    )
     score = run_on_every_rank(call, here=functools.partial(call, on_validation=report))
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", f"pretrain {Path(model_dir).name}")
     return score
@@ -90,24 +94,51 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def test_translation_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                            metrics_path: str, meteor: bool = True,
-                            contrastive: list[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
+def test_translation_system(
+    folder: str,
+    test: Pairs,
+    *,
+    store: str | None,
+    tgt: str,
+    beam: int,
+    runtime: Runtime,
+    metrics_path: str,
+    meteor: bool = True,
+    contrastive: list[ContrastiveItem] | None = None,
+) -> Evaluation:
     """BLEU (both conventions), chrF, image awareness, the METEOR note, and where the corpus records them the
     image-dependent words' scores and the contrastive accuracy on ``contrastive`` -> a metrics JSON file; the
     translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
-    evaluation = evaluate_system(folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime, meteor=meteor,
-                                 contrastive=contrastive)  # fmt: skip
+    evaluation = evaluate_system(
+        folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime, meteor=meteor, contrastive=contrastive
+    )
     metrics = evaluation.metrics
     write_metrics(metrics_path, metrics)
     write_text(Path(folder) / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
     logger = get_run_logger()
-    logger.info("%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
-                Path(folder).name, metrics["bleu"], metrics["sacrebleu"], metrics["chrf"],
-                metrics["image_awareness"])  # fmt: skip
-    logger.info("%s image-dependent words: %s; contrastive: %s", Path(folder).name, metrics["image_dependent"],
-                metrics["contrastive"])  # fmt: skip
+    name = Path(folder).name
+    logger.info(
+        "%s test: BLEU %.2f (lowercased, tokenised), sacreBLEU %.2f, chrF %.2f, image awareness %s",
+        name,
+        metrics["bleu"],
+        metrics["sacrebleu"],
+        metrics["chrf"],
+        metrics["image_awareness"],
+    )
+    logger.info(
+        "%s image-dependent words: %s; contrastive: %s", name, metrics["image_dependent"], metrics["contrastive"]
+    )
     return evaluation
+
+
+@dataclasses.dataclass(frozen=True)
+class PairPaths:
+    """Where the systems of one language pair read their inputs and write their folders and metrics."""
+
+    store: str | None  # the fine-tuning corpus's FeatureStore folder; None: the text-only systems alone
+    models: str  # holds the system folders mmt-<src>-<tgt>/ and mt-<src>-<tgt>/ of both directions
+    mt_models: str  # Marian models the user holds (paths.mt_models; mmt.marian.local_dirs names them)
+    metrics: str  # holds <system>.json, the MMT's <system>.history.tsv and mmt-vs-mt-<src>-<tgt>.json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,10 +149,7 @@ class DirectionJob:
     tgt: str
     data: DirectionData
     config: SystemsConfig
-    models: str
-    mt_models: str
-    metrics: str
-    store: str | None
+    paths: PairPaths
     region_dim: int
     seed: int
     runtime: Runtime
@@ -132,33 +160,51 @@ def train_direction(job: DirectionJob) -> list[dict[str, object]]:
     """Everything of one direction: subwords, text-only pre-training, its systems (``mmt-<src>-<tgt>``,
     ``mt-<src>-<tgt>``), their test metrics and the MMT's learning curve, and the paired bootstrap of MMT against MT
     (``mmt-vs-mt-<src>-<tgt>.json``); returns a BLEU/chrF row per system."""
-    config, src, tgt, data = job.config, job.src, job.tgt, job.data
-    mmt_dir = Path(job.models) / f"mmt-{src}-{tgt}"
+    config, src, tgt, data, paths = job.config, job.src, job.tgt, job.data, job.paths
+    mmt_dir = Path(paths.models) / f"mmt-{src}-{tgt}"
     train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=job.seed)
-    pretrain_direction(data, config, model_dir=str(mmt_dir), region_dim=job.region_dim, seed=job.seed,
-                       runtime=job.runtime)  # fmt: skip
-    folders = {"mmt": mmt_dir, "mt": Path(job.models) / f"mt-{src}-{tgt}"}
+    pretrain_direction(
+        data, config, model_dir=str(mmt_dir), region_dim=job.region_dim, seed=job.seed, runtime=job.runtime
+    )
+    folders = {"mmt": mmt_dir, "mt": Path(paths.models) / f"mt-{src}-{tgt}"}
     backends = {"mmt": "mmt", "mt": config.mt_system}
     for system in config.systems:
-        request = SystemRequest(src, tgt, data, config, folders[system], mmt_dir / PRETRAIN, job.store,
-                                Path(job.mt_models), job.seed, job.runtime)  # fmt: skip
+        request = SystemRequest(
+            src=src,
+            tgt=tgt,
+            data=data,
+            config=config,
+            out_dir=folders[system],
+            pretrained=mmt_dir / PRETRAIN,
+            store=paths.store,
+            mt_models=Path(paths.mt_models),
+            seed=job.seed,
+            runtime=job.runtime,
+        )
         train_translation_system(backends[system], request)
     test = data.captions["test"]
     evaluations: dict[str, Evaluation] = {}
     rows: list[dict[str, object]] = []
     for system in config.systems:
         folder = folders[system]
-        metrics_path = f"{job.metrics}/{folder.name}.json"
-        evaluations[system] = test_translation_system(str(folder), test, store=job.store, tgt=tgt, beam=config.beam,
-                                                      runtime=job.runtime, metrics_path=metrics_path,
-                                                      meteor=config.meteor, contrastive=data.contrastive)  # fmt: skip
+        evaluations[system] = test_translation_system(
+            str(folder),
+            test,
+            store=paths.store,
+            tgt=tgt,
+            beam=config.beam,
+            runtime=job.runtime,
+            metrics_path=f"{paths.metrics}/{folder.name}.json",
+            meteor=config.meteor,
+            contrastive=data.contrastive,
+        )
         if system == "mmt":  # its curve: text-only pre-training, then fine-tuning with regions (`dvc plots`)
-            write_tsv(f"{job.metrics}/{folder.name}.history.tsv", learning_curve(folder))
+            write_tsv(f"{paths.metrics}/{folder.name}.history.tsv", learning_curve(folder))
         scores = evaluations[system].metrics
         rows.append({"system": folder.name, **{key: scores[key] for key in ("bleu", "sacrebleu", "chrf")}})
     if len(evaluations) == 2:  # is the MMT's gain over the MT system more than resampling noise?
-        compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt,
-                        metrics_path=f"{job.metrics}/mmt-vs-mt-{src}-{tgt}.json")  # fmt: skip
+        comparison = f"{paths.metrics}/mmt-vs-mt-{src}-{tgt}.json"
+        compare_systems(evaluations["mt"], evaluations["mmt"], test, tgt=tgt, metrics_path=comparison)
     return rows
 
 
@@ -181,24 +227,38 @@ def compare_systems(
 ) -> dict[str, object]:
     """Paired bootstrap of BLEU, ``system`` against ``baseline`` on the same test captions, with both systems'
     image-dependent word accuracy and contrastive accuracy -> a metrics JSON file."""
-    comparison = {**paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt),
-                  **compared_accuracies(baseline, system)}  # fmt: skip
+    comparison = {
+        **paired_bootstrap(baseline.hypotheses, system.hypotheses, test.tgt, tgt),
+        **compared_accuracies(baseline, system),
+    }
     write_metrics(metrics_path, comparison)
-    get_run_logger().info("%s: BLEU %+.2f over the baseline, p = %.4f", Path(metrics_path).stem, comparison["delta"],
-                          comparison["p_value"])  # fmt: skip
+    get_run_logger().info(
+        "%s: BLEU %+.2f over the baseline, p = %.4f",
+        Path(metrics_path).stem,
+        comparison["delta"],
+        comparison["p_value"],
+    )
     return comparison
 
 
+@dataclasses.dataclass(frozen=True)
+class PassSystem:
+    """The trained system that translates the shards of one synthesis pass, and how it decodes."""
+
+    folder: str  # the system folder (<models>/mmt-<src>-<tgt> or mt-<src>-<tgt>)
+    store: str | None  # the FeatureStore the MMT reads its images' regions from; None: no regions (text-only route)
+    runtime: Runtime  # device and precision
+    beam: int  # beam width (synthesis.beam)
+    batch_size: int  # captions per decoding batch (synthesis.batch_size)
+
+
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=5)
-def translate_shard(
-    shard: SynthesisShard, synthesis: SynthesisTask, folder: str, store: str | None, runtime: Runtime, beam: int,
-    batch_size: int,
-) -> int:  # fmt: skip
+def translate_shard(shard: SynthesisShard, synthesis: SynthesisTask, system: PassSystem) -> int:
     """Translate one shard of captions with a trained system; returns the number of captions."""
-    system = systems.load_system(folder, store, runtime)
+    translator = systems.load_system(system.folder, system.store, system.runtime)
 
     def translate(texts: Sequence[str], image_ids: Sequence[str]) -> list[str]:
-        return system.translate(texts, image_ids, beam=beam, batch_size=batch_size)
+        return translator.translate(texts, image_ids, beam=system.beam, batch_size=system.batch_size)
 
     run_shard(shard, synthesis, translate)
     return shard.sources.num_rows

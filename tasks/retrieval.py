@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,30 @@ from retrieval.roles import ResolvedRole
 from tasks import progress_artifact
 
 
+@dataclass(frozen=True)
+class RetrievalInputs:
+    """The files a retrieval run reads: its caption variant, region features, word vectors and query translations."""
+
+    captions: str  # the caption variant's table, <augmented>/<variant>/captions.parquet
+    store: str  # the target corpus's FeatureStore folder (region features of its images)
+    word_vectors: str  # FastText .vec files the user holds (paths.word_vectors; retrieval.vocab.fasttext names them)
+    queries: str  # translate_queries' folder: <lang>-<pivot>.parquet, the test queries of translate-search
+
+
 @task(cache_policy=NO_CACHE, persist_result=False)
 def train_retrieval_model(
-    config: RetrievalConfig, model_name: str, role: ResolvedRole, captions_path: str, store_path: str,
-    word_vectors: str, out_dir: str, seed: int, runtime: Runtime, run: str, history_key: str,
-) -> dict[str, Any]:  # fmt: skip
-    """Train ``model_name`` on the variant at ``captions_path`` in ``role``; write the checkpoint
+    config: RetrievalConfig,
+    model_name: str,
+    role: ResolvedRole,
+    inputs: RetrievalInputs,
+    *,
+    out_dir: str,
+    seed: int,
+    runtime: Runtime,
+    run: str,
+    history_key: str,
+) -> dict[str, Any]:
+    """Train ``model_name`` on the variant at ``inputs.captions`` in ``role``; write the checkpoint
     ``out_dir/model`` (``model.safetensors`` + ``model.json``); return its summary. While it trains, a progress
     artifact says the epoch and the latest loss and validation rsum per language (``run``: the name it shows); at
     the end the table artifact ``history_key`` holds every epoch."""
@@ -46,12 +65,23 @@ def train_retrieval_model(
     def on_epoch(entry: dict[str, Any]) -> None:
         note = f"{run} (seed {seed}): {epoch_summary(entry, epochs)}"
         logger.info("%s", note)
-        update_progress_artifact(artifact_id=progress, progress=100.0 * (int(entry["epoch"]) + 1) / epochs,
-                                 description=note)  # fmt: skip
+        update_progress_artifact(
+            artifact_id=progress, progress=100.0 * (int(entry["epoch"]) + 1) / epochs, description=note
+        )
 
     # under torchrun the other ranks train along (common.distributed); only this one reports and writes
-    call = functools.partial(train_model, config, model_name, role, Path(captions_path), Path(store_path),
-                             Path(word_vectors), Path(out_dir), seed=seed, runtime=runtime)  # fmt: skip
+    call = functools.partial(
+        train_model,
+        config,
+        model_name,
+        role,
+        Path(inputs.captions),
+        Path(inputs.store),
+        Path(inputs.word_vectors),
+        Path(out_dir),
+        seed=seed,
+        runtime=runtime,
+    )
     result = run_on_every_rank(call, here=functools.partial(call, on_epoch=on_epoch))
     rows = history_rows(result.history, seed)
     table = [rounded(row) for row in rows]
@@ -74,23 +104,31 @@ def epoch_summary(entry: Mapping[str, Any], epochs: int) -> str:
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def evaluate_retrieval_model(
-    config: RetrievalConfig, role: ResolvedRole, model_dir: str, captions_path: str, store_path: str, queries: str,
-    metrics_path: str, languages: tuple[str, ...], pivot: str, runtime: Runtime,
-) -> dict[str, Any]:  # fmt: skip
+    config: RetrievalConfig,
+    role: ResolvedRole,
+    inputs: RetrievalInputs,
+    *,
+    model_dir: str,
+    metrics_path: str,
+    languages: tuple[str, ...],
+    pivot: str,
+    runtime: Runtime,
+) -> dict[str, Any]:
     """Test-split R@K per test language of ``role`` (and translate-search, with the query translations the
-    `translate_queries` stage wrote to ``queries``) of the model in ``model_dir``, written to ``metrics_path`` in the
-    SPEC schema."""
+    `translate_queries` stage wrote to ``inputs.queries``) of the model in ``model_dir``, written to ``metrics_path``
+    in the SPEC schema."""
     loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
-    store = FeatureStore.open(store_path)
-    rows = read_captions(Path(captions_path), split="test", languages=languages, kinds=None, human_only=True)
-    source = f"{captions_path} (test)"
+    store = FeatureStore.open(inputs.store)
+    rows = read_captions(Path(inputs.captions), split="test", languages=languages, kinds=None, human_only=True)
+    source = f"{inputs.captions} (test)"
     metrics = test_model(loaded, rows, store, config.evaluation, role.test, source=source, runtime=runtime)
     if config.translate_search.languages and pivot in role.test:
         searches = {}
         for lang in config.translate_search.languages:
-            translate = _pretranslated(Path(queries) / f"{lang}-{pivot}.parquet")
-            searches[lang] = translate_search(loaded, rows, lang, pivot, store, translate, config.evaluation,
-                                              source=source, runtime=runtime)  # fmt: skip
+            translate = _pretranslated(Path(inputs.queries) / f"{lang}-{pivot}.parquet")
+            searches[lang] = translate_search(
+                loaded, rows, lang, pivot, store, translate, config.evaluation, source=source, runtime=runtime
+            )
         metrics["translate_search"] = searches
     metrics["protocol"] = config.evaluation.protocol
     write_metrics(metrics_path, metrics)
@@ -105,16 +143,17 @@ def write_history(rows: list[dict[str, Any]], path: str) -> None:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def write_retrieval_metrics(runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...],
-                            metrics_path: str, key: str) -> dict[str, Any]:  # fmt: skip
+def write_retrieval_metrics(
+    runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...], metrics_path: str, key: str
+) -> dict[str, Any]:
     """The replicates' test metrics combined (mean, ``std``, ``seeds``; one run as it is) -> the run's metrics file,
     and a table of them (artifact ``key``)."""
     metrics = combine_replicates(runs, seeds)
     write_metrics(metrics_path, metrics)
     table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
     note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
-    create_table_artifact(key=key, table=table,
-                          description=f"Test split: R@K per language and direction{note}")  # fmt: skip
+    description = f"Test split: R@K per language and direction{note}"
+    create_table_artifact(key=key, table=table, description=description)
     return metrics
 
 
@@ -132,8 +171,10 @@ def _pretranslated(path: Path) -> Translate:
     def translate(texts: list[str]) -> list[str]:
         missing = [text for text in texts if text not in known]
         if missing:
-            raise InputError(f"{path}: {len(missing)} test queries have no translation, e.g. {missing[0]!r} "
-                             f"(run the translate_queries stage again)")  # fmt: skip
+            raise InputError(
+                f"{path}: {len(missing)} test queries have no translation, e.g. {missing[0]!r} "
+                f"(run the translate_queries stage again)"
+            )
         return [known[text] for text in texts]
 
     return translate
