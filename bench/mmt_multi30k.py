@@ -52,12 +52,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     raw = args.data / "task1" / "raw"
-    split = {name: (read(raw / f"{stem}.{args.src}.gz"), read(raw / f"{stem}.{args.tgt}.gz"))
-             for name, stem in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr"))}  # fmt: skip
+    split = {
+        name: (read(raw / f"{stem}.{args.src}.gz"), read(raw / f"{stem}.{args.tgt}.gz"))
+        for name, stem in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr"))
+    }
     work = Path(tempfile.mkdtemp(prefix="mmt-multi30k-"))
     subwords = SubwordConfig(lowercase=True, vocab_size=args.vocab, joint=False, max_len=100)
-    text = TextPipeline.train(*split["train"], src_lang=args.src, tgt_lang=args.tgt, config=subwords, out_dir=work,
-                              seed=0)  # fmt: skip
+    text = TextPipeline.train(
+        *split["train"], src_lang=args.src, tgt_lang=args.tgt, config=subwords, out_dir=work, seed=0
+    )
     sources, targets = text.encode_source(split["train"][0]), text.encode_target(split["train"][1])
     examples = [Example(tuple(s), tuple(t)) for s, t in zip(sources.ids, targets.ids, strict=True)]
     config = MMTConfig(emb_dim=args.emb, hidden=args.hidden, dropout=args.dropout)
@@ -75,8 +78,11 @@ def main() -> None:
 
     def on_batch(record: dict[str, float]) -> None:
         if "score" in record:
-            print(f"epoch {record['epoch']:.0f} step {record['step']:.0f}: val BLEU {record['score']:.2f} "
-                  f"({(time.perf_counter() - started) / 60:.1f} min)", flush=True)  # fmt: skip
+            print(
+                f"epoch {record['epoch']:.0f} step {record['step']:.0f}: val BLEU {record['score']:.2f} "
+                f"({(time.perf_counter() - started) / 60:.1f} min)",
+                flush=True,
+            )
         if time.perf_counter() > deadline:
             raise OutOfTime
 
@@ -104,13 +110,17 @@ def main() -> None:
     hypotheses = translator.translate(test_src, beam=args.beam, batch_size=64)
     # The system is lowercased (the literature's convention), so cased sacreBLEU/chrF would only measure casing.
     scores = translation_scores(hypotheses, [reference.lower() for reference in test_tgt], args.tgt)
-    print(f"\nMulti30K test2016 {args.src}->{args.tgt}, text-only RegionalMMT (emb {args.emb}, hidden {args.hidden}, "
-          f"BPE {args.vocab}), stopped by {stopped}")  # fmt: skip
+    print(
+        f"\nMulti30K test2016 {args.src}->{args.tgt}, text-only RegionalMMT (emb {args.emb}, hidden {args.hidden}, "
+        f"BPE {args.vocab}), stopped by {stopped}"
+    )
     print(f"BLEU (lowercased, tokenised): {scores['bleu']:.2f}")
     print(f"sacreBLEU (detokenised, lowercased references): {scores['sacrebleu']:.2f}")
     print(f"chrF (lowercased references): {scores['chrf']:.2f}")
-    print(f"wall time: training {(trained - started) / 60:.1f} min, test decoding (beam {args.beam}) "
-          f"{time.perf_counter() - trained:.0f} s, {args.threads} threads")  # fmt: skip
+    print(
+        f"wall time: training {(trained - started) / 60:.1f} min, test decoding (beam {args.beam}) "
+        f"{time.perf_counter() - trained:.0f} s, {args.threads} threads"
+    )
 
 
 if __name__ == "__main__":

@@ -158,8 +158,13 @@ def run(args: argparse.Namespace, runtime: Runtime) -> None:
         name: bench_model(name, train, regions, runtime, batch=args.batch, warmup=args.warmup, steps=args.steps)
         for name in args.models
     }
-    sizes = {"batch": args.batch, "images": args.images, "steps": args.steps, "warmup": args.warmup,
-             "processes": distributed.world_size()}  # fmt: skip
+    sizes = {
+        "batch": args.batch,
+        "images": args.images,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "processes": distributed.world_size(),
+    }
     emit_json("retrieval_train", runtime, sizes, results)
 
 

@@ -115,8 +115,10 @@ def read_checkpoint(path: PathLike, *, device: torch.device, kind: str) -> tuple
     fields = read_fields(files, kind=kind)
     sha = file_sha256(files.weights)
     if sha != fields.pop(SHA_KEY):
-        raise InputError(f"{files.weights}: not the weights that {files.fields.name} was written with (a damaged "
-                         f"or truncated file, or one of another {kind})")  # fmt: skip
+        raise InputError(
+            f"{files.weights}: not the weights that {files.fields.name} was written with (a damaged "
+            f"or truncated file, or one of another {kind})"
+        )
     try:
         tensors = load_file(files.weights, device="cpu")  # memory-mapped
     except Exception as error:  # safetensors raises its own error types for a malformed file

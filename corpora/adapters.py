@@ -28,22 +28,43 @@ class Adapter:
     read: Reader
 
 
-def _read_multi30k(config: Multi30kConfig, source: Path, images: Path | None, languages: Languages,
-                   dataset: str) -> Corpus:  # fmt: skip
-    return read_multi30k(source, languages=languages.all, splits=config.splits, image_root=images, dataset=dataset,
-                         tasks=config.tasks, tokenized=config.tokenized)  # fmt: skip
+def _read_multi30k(
+    config: Multi30kConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+) -> Corpus:
+    return read_multi30k(
+        source,
+        languages=languages.all,
+        splits=config.splits,
+        image_root=images,
+        dataset=dataset,
+        tasks=config.tasks,
+        tokenized=config.tokenized,
+    )
 
 
-def _read_karpathy(config: KarpathyConfig, source: Path, images: Path | None, languages: Languages,
-                   dataset: str) -> Corpus:  # fmt: skip
-    return read_karpathy(source, dataset=dataset, image_root=images, lang=languages.pivot,
-                         captions_per_image=config.captions_per_image, restval=config.restval)  # fmt: skip
+def _read_karpathy(
+    config: KarpathyConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+) -> Corpus:
+    return read_karpathy(
+        source,
+        dataset=dataset,
+        image_root=images,
+        lang=languages.pivot,
+        captions_per_image=config.captions_per_image,
+        restval=config.restval,
+    )
 
 
-def _read_scan(config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages,
-               dataset: str) -> Corpus:  # fmt: skip
-    return read_scan_captions(source, splits=config.splits, dataset=dataset, lang=languages.pivot,
-                              captions_per_image=config.captions_per_image)  # fmt: skip
+def _read_scan(
+    config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+) -> Corpus:
+    return read_scan_captions(
+        source,
+        splits=config.splits,
+        dataset=dataset,
+        lang=languages.pivot,
+        captions_per_image=config.captions_per_image,
+    )
 
 
 ADAPTERS: dict[str, Adapter] = {

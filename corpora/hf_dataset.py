@@ -165,8 +165,10 @@ def _checked_image_root(captions: pa.Table, image_root: str | Path | None, sourc
     paths = pc.unique(captions.column("image_path")).to_pylist()
     missing = [path for path in paths if not (root / path).is_file()]
     if missing:
-        raise InputError(f"{root}: {len(missing)} of the {len(paths)} images of {source} are missing, first: "
-                         f"{', '.join(missing[:MAX_SHOWN])}")  # fmt: skip
+        raise InputError(
+            f"{root}: {len(missing)} of the {len(paths)} images of {source} are missing, first: "
+            f"{', '.join(missing[:MAX_SHOWN])}"
+        )
     return root
 
 
@@ -218,21 +220,24 @@ def _split_dataset(
         features=features,
         license="other",
     )
-    return Dataset(MemoryMappedTable.from_file(str(path)), info=info, split=NamedSplit(name),
-                   fingerprint=digest.hexdigest()[:16])  # fmt: skip
+    return Dataset(
+        MemoryMappedTable.from_file(str(path)), info=info, split=NamedSplit(name), fingerprint=digest.hexdigest()[:16]
+    )
 
 
 def _batch(rows: pa.Table, schema: pa.Schema, root: Path | None, regions: RegionSource | None) -> pa.Table:
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {name: rows.column(name) for name in schema.names
-                                                      if name in rows.column_names}  # fmt: skip
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        name: rows.column(name) for name in schema.names if name in rows.column_names
+    }
     if root is not None:
         files: dict[str, bytes] = {}
         for path in pc.unique(rows.column("image_path")).to_pylist():
             read_size(root / path)  # an InputError naming the file unless Pillow can open it
             files[path] = (root / path).read_bytes()
         paths = rows.column("image_path").to_pylist()
-        columns["image"] = pa.array([{"bytes": files[path], "path": path} for path in paths],
-                                    schema.field("image").type)  # fmt: skip
+        columns["image"] = pa.array(
+            [{"bytes": files[path], "path": path} for path in paths], schema.field("image").type
+        )
     if regions is not None:
         features, mask, boxes = regions.batch(regions.rows(rows.column("image_id").to_pylist()))
         columns["regions"] = _array2d(features.astype(np.float16), schema.field("regions").type)
@@ -244,8 +249,9 @@ def _batch(rows: pa.Table, schema: pa.Schema, root: Path | None, regions: Region
 def _array2d(values: np.ndarray, kind: pa.ExtensionType) -> pa.ExtensionArray:
     """(B, K, D) values as a ``datasets.Array2D`` column (storage: list of K lists of D values)."""
     count, length, width = values.shape
-    inner = pa.ListArray.from_arrays(pa.array(np.arange(0, count * length * width + 1, width, dtype=np.int32)),
-                                     pa.array(values.reshape(-1)))  # fmt: skip
+    inner = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, count * length * width + 1, width, dtype=np.int32)), pa.array(values.reshape(-1))
+    )
     outer = pa.ListArray.from_arrays(pa.array(np.arange(0, count * length + 1, length, dtype=np.int32)), inner)
     return pa.ExtensionArray.from_storage(kind, outer)
 
@@ -271,6 +277,7 @@ def _origins(captions: pa.Table) -> list[dict[str, Any]]:
     keys = ["split", "lang", "origin", "system", "hop"]
     grouped = captions.group_by(keys, use_threads=False).aggregate([("caption_id", "count")]).to_pylist()
     order = {split: index for index, split in enumerate(SPLITS)}
-    rows = sorted(grouped, key=lambda row: (order[row["split"]], row["hop"], row["origin"], row["system"] or "",
-                                            row["lang"]))  # fmt: skip
+    rows = sorted(
+        grouped, key=lambda row: (order[row["split"]], row["hop"], row["origin"], row["system"] or "", row["lang"])
+    )
     return [{**row, "split": HF_SPLITS[row["split"]]} for row in rows]

@@ -305,8 +305,11 @@ def _read_image_dependent(
     layout: _Layout, splits: Mapping[str, Multi30kSplit], split_files: Mapping[str, _SplitFiles], images: pa.Table
 ) -> pa.Table | None:
     """The image-dependent words of every task1 caption, or None when the corpus has no such files."""
-    prefixes = {split: layout.root / "task1" / "image_dependent" / stem
-                for split, stems in splits.items() if (stem := stems.task1) is not None}  # fmt: skip
+    prefixes = {
+        split: layout.root / "task1" / "image_dependent" / stem
+        for split, stems in splits.items()
+        if (stem := stems.task1) is not None
+    }
     wanted = [(split, lang) for split, files in split_files.items() for lang in files.translation]
     found = {(split, lang): _find(prefixes[split], lang) for split, lang in wanted}
     if not any(found.values()):
@@ -314,8 +317,10 @@ def _read_image_dependent(
     missing = [(split, lang) for (split, lang), path in found.items() if path is None]
     if missing:
         split, lang = missing[0]
-        raise InputError(f"{prefixes[split]}.{lang}: image-dependent word file not found, gzipped or plain (other "
-                         "task1 caption files have one: every one needs it)")  # fmt: skip
+        raise InputError(
+            f"{prefixes[split]}.{lang}: image-dependent word file not found, gzipped or plain (other "
+            "task1 caption files have one: every one needs it)"
+        )
     rows: list[tuple[str, str, str, list[str]]] = []  # split, image_id, lang, words
     for split, lang in wanted:
         files = split_files[split]
@@ -332,16 +337,20 @@ def _read_words(path: Path, caption_path: Path, captions: Sequence[str], lowerca
     """The words of each line of ``path``, each checked to be a token of the caption on the same line."""
     lines = read_lines(path, allow_empty=True)
     if len(lines) != len(captions):
-        raise InputError(f"image-dependent word file {path} has {len(lines)} lines, but its caption file "
-                         f"{caption_path} has {len(captions)} lines")  # fmt: skip
+        raise InputError(
+            f"image-dependent word file {path} has {len(lines)} lines, but its caption file "
+            f"{caption_path} has {len(captions)} lines"
+        )
     result = []
     for number, (line, caption) in enumerate(zip(lines, captions, strict=True), start=1):
         words = [word.lower() for word in line.split()] if lowercase else line.split()  # tok captions are lowercased
         tokens = set(_TOKENIZE_13A(caption).split())
         stray = [word for word in words if word not in tokens]
         if stray:
-            raise InputError(f"{path}:{number}: {stray[0]!r} is not a word of the caption on the same line of "
-                             f"{caption_path} ({caption!r})")  # fmt: skip
+            raise InputError(
+                f"{path}:{number}: {stray[0]!r} is not a word of the caption on the same line of "
+                f"{caption_path} ({caption!r})"
+            )
         result.append(words)
     return result
 

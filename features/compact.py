@@ -170,8 +170,10 @@ def train_encoder(
             )
             loss = loss + attribute_loss / len(batch)
             if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"compact encoder training diverged at epoch {epoch}: the loss is "
-                                         f"{loss.item()} (try a lower features.compact.training.lr)")  # fmt: skip
+                raise FloatingPointError(
+                    f"compact encoder training diverged at epoch {epoch}: the loss is "
+                    f"{loss.item()} (try a lower features.compact.training.lr)"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

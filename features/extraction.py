@@ -190,8 +190,15 @@ def extract_into_ledger(
     gives the report and ``extractor``, a factory, is never called: no weights are loaded for nothing)."""
     if shard in ledger.finished([shard]):
         return ledger.report(shard)
-    report = extract_shard(shard, extractor(), out_dir=ledger.shard_dir(shard), batch_size=batch_size,
-                           on_bad_image=on_bad_image, checkpoint_sha256=checkpoint_sha256, config=config)  # fmt: skip
+    report = extract_shard(
+        shard,
+        extractor(),
+        out_dir=ledger.shard_dir(shard),
+        batch_size=batch_size,
+        on_bad_image=on_bad_image,
+        checkpoint_sha256=checkpoint_sha256,
+        config=config,
+    )
     if report.written:
         ledger.record(shard, report)
     return report

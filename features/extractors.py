@@ -63,8 +63,12 @@ class ExtractorSpec:
 
     def description(self, weights_sha256: str) -> dict[str, object]:
         """What determines the features: recorded in meta.json and part of the shard fingerprint."""
-        return {"extractor": self.name, "checkpoint_sha256": weights_sha256, "selection": asdict(self.selection),
-                **dict(self.options)}  # fmt: skip
+        return {
+            "extractor": self.name,
+            "checkpoint_sha256": weights_sha256,
+            "selection": asdict(self.selection),
+            **dict(self.options),
+        }
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,7 @@ def _compact_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
     images, images_root, boxes = inputs.images, inputs.images_root, inputs.boxes
     if inputs.detector_data is not None:
         images, images_root, boxes = builtin_training_set(inputs.detector_data)
-    return encoder_for(images, images_root, read_given_boxes(boxes), config.compact, seed=inputs.seed,
-                       work=inputs.work)  # fmt: skip
+    return encoder_for(images, images_root, read_given_boxes(boxes), config.compact, seed=inputs.seed, work=inputs.work)
 
 
 def _compact_build(spec: ExtractorSpec) -> RegionExtractor:
@@ -112,16 +115,19 @@ def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Pa
     pairs = list(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
     unlisted = sorted({split for _, split in pairs} - set(splits))
     if unlisted:  # their images would be left out of the store, and every later stage would miss them
-        raise InputError(f"imported.scan_splits: no file stem for the {', '.join(unlisted)} split of the prepared "
-                         f"images; add `{unlisted[0]}: <stem>` for {inputs}/<stem>_ims.npy")  # fmt: skip
+        raise InputError(
+            f"imported.scan_splits: no file stem for the {', '.join(unlisted)} split of the prepared "
+            f"images; add `{unlisted[0]}: <stem>` for {inputs}/<stem>_ims.npy"
+        )
     ids_by_split = {split: [image_id for image_id, of in pairs if of == split] for split in splits}
     import_scan_splits(inputs, splits, ids_by_split, out)
 
 
 def _import_tsv(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
     paths = [inputs / name for name in config.imported.tsv_files]
-    import_butd_tsv(paths, out_dir=out, max_regions=config.regions.imported_count(),
-                    image_ids=images.column("image_id").to_pylist())  # fmt: skip
+    import_butd_tsv(
+        paths, out_dir=out, max_regions=config.regions.imported_count(), image_ids=images.column("image_id").to_pylist()
+    )
 
 
 def _compact_sha256(weights: Path) -> str:

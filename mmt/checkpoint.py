@@ -35,8 +35,9 @@ KIND = "MMT checkpoint"
 def save_mmt(path: PathLike, model: RegionalMMT, *, extra: dict[str, Any]) -> None:
     """Write the weights, the config and ``extra`` (JSON values: numbers, strings, lists, dicts) atomically, as
     ``<stem>.safetensors`` and ``<stem>.json``; the same model and ``extra`` give the same bytes."""
-    write_checkpoint(path, model.state_dict(),
-                     {"config": asdict(model.config), "shape": asdict(model.shape), "extra": dict(extra)})  # fmt: skip
+    write_checkpoint(
+        path, model.state_dict(), {"config": asdict(model.config), "shape": asdict(model.shape), "extra": dict(extra)}
+    )
 
 
 def read_checkpoint(path: PathLike, *, device: torch.device) -> dict[str, Any]:
@@ -52,8 +53,9 @@ def _read(path: PathLike, *, device: torch.device) -> tuple[dict[str, Any], Chec
     checkpoint, files = read_checkpoint_files(path, device=device, kind=KIND)
     expected = _PARTS if files.legacy else tuple(part for part in _PARTS if part != "state_dict")
     if not set(_PARTS) <= checkpoint.keys():
-        raise InputError(f"{files.fields}: not an MMT checkpoint of this version (expected the keys "
-                         f"{', '.join(expected)})")  # fmt: skip
+        raise InputError(
+            f"{files.fields}: not an MMT checkpoint of this version (expected the keys {', '.join(expected)})"
+        )
     return checkpoint, files
 
 
@@ -94,8 +96,15 @@ def record_text_pipeline(path: PathLike, identity: dict[str, str]) -> None:
     update_fields(path, checkpoint, kind=KIND)
 
 
-def check_text_pipeline(path: PathLike, checkpoint_shape: MMTShape, extra: dict[str, Any],
-                        identity: dict[str, str], src_size: int, tgt_size: int, folder: PathLike) -> None:  # fmt: skip
+def check_text_pipeline(
+    path: PathLike,
+    checkpoint_shape: MMTShape,
+    extra: dict[str, Any],
+    identity: dict[str, str],
+    src_size: int,
+    tgt_size: int,
+    folder: PathLike,
+) -> None:
     """Refuse a checkpoint that was not trained with the text pipeline of ``folder``.
 
     Raises:
@@ -103,16 +112,20 @@ def check_text_pipeline(path: PathLike, checkpoint_shape: MMTShape, extra: dict[
             subword models' hashes) is another one; both sides are named.
     """
     if (checkpoint_shape.src_vocab, checkpoint_shape.tgt_vocab) != (src_size, tgt_size):
-        raise InputError(f"{path}: vocabularies of {checkpoint_shape.src_vocab}/{checkpoint_shape.tgt_vocab} subwords, "
-                         f"but the text pipeline in {folder} has {src_size}/{tgt_size}: the checkpoint belongs to "
-                         f"another system folder")  # fmt: skip
+        raise InputError(
+            f"{path}: vocabularies of {checkpoint_shape.src_vocab}/{checkpoint_shape.tgt_vocab} subwords, "
+            f"but the text pipeline in {folder} has {src_size}/{tgt_size}: the checkpoint belongs to "
+            f"another system folder"
+        )
     recorded = extra.get("text_pipeline")
     if recorded is not None and recorded != identity:
         differ = sorted(key for key in identity if recorded.get(key) != identity[key])
-        raise InputError(f"{path}: trained with another text pipeline ({recorded.get('src_lang')}->"
-                         f"{recorded.get('tgt_lang')}; differs in {', '.join(differ)}) than the one in {folder} "
-                         f"({identity['src_lang']}->{identity['tgt_lang']}): the checkpoint belongs to another "
-                         f"system folder")  # fmt: skip
+        raise InputError(
+            f"{path}: trained with another text pipeline ({recorded.get('src_lang')}->"
+            f"{recorded.get('tgt_lang')}; differs in {', '.join(differ)}) than the one in {folder} "
+            f"({identity['src_lang']}->{identity['tgt_lang']}): the checkpoint belongs to another "
+            f"system folder"
+        )
 
 
 def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
@@ -150,8 +163,9 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
         if name in given and given[name].shape != tensor.shape
     ]
     if problems:
-        raise InputError(f"{files.weights}: the checkpoint does not fit this model's config:\n  "
-                         + "\n  ".join(problems))  # fmt: skip
+        raise InputError(
+            f"{files.weights}: the checkpoint does not fit this model's config:\n  " + "\n  ".join(problems)
+        )
     model.load_state_dict({**own, **given})
     match_visual_scale(model)
     return skipped

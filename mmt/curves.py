@@ -31,9 +31,17 @@ def learning_curve(folder: Path) -> list[dict[str, object]]:
         if not path.is_file():
             continue
         history = read_history(path)
-        rows += [{"phase": phase, "step": offset + int(entry["step"]), "phase_step": int(entry["step"]),
-                  "epoch": int(entry["epoch"]), "loss": entry["loss"], "val_bleu": entry["val_bleu"]}
-                 for entry in history]  # fmt: skip
+        rows += [
+            {
+                "phase": phase,
+                "step": offset + int(entry["step"]),
+                "phase_step": int(entry["step"]),
+                "epoch": int(entry["epoch"]),
+                "loss": entry["loss"],
+                "val_bleu": entry["val_bleu"],
+            }
+            for entry in history
+        ]
         if history:
             offset += int(history[-1]["step"])
     return rows

@@ -32,9 +32,17 @@ class Evaluation:
     hypotheses: list[str]
 
 
-def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, beam: int, runtime: Runtime,
-                    meteor: bool = True,
-                    contrastive: Sequence[ContrastiveItem] | None = None) -> Evaluation:  # fmt: skip
+def evaluate_system(
+    folder: str,
+    test: Pairs,
+    *,
+    store: str | None,
+    tgt: str,
+    beam: int,
+    runtime: Runtime,
+    meteor: bool = True,
+    contrastive: Sequence[ContrastiveItem] | None = None,
+) -> Evaluation:
     """The scores of the system in ``folder`` on ``test``.
 
     BLEU (both conventions), chrF with their signatures, METEOR 1.5 unless ``meteor`` is false (or why not:
@@ -47,8 +55,13 @@ def evaluate_system(folder: str, test: Pairs, *, store: str | None, tgt: str, be
     system = load_system(folder, store, runtime)
     multimodal = system_backend(Path(folder)).multimodal
     hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
-    metrics: dict[str, object] = {**translation_scores(hypotheses, test.tgt, tgt), "test_sentences": len(test.src),
-                                  "beam": beam, "bleu_shuffled_images": None, "image_awareness": None}  # fmt: skip
+    metrics: dict[str, object] = {
+        **translation_scores(hypotheses, test.tgt, tgt),
+        "test_sentences": len(test.src),
+        "beam": beam,
+        "bleu_shuffled_images": None,
+        "image_awareness": None,
+    }
     if meteor:
         metrics.update(meteor_scores(scoring_tokens(hypotheses, tgt), scoring_tokens(test.tgt, tgt), tgt))
     else:
@@ -110,16 +123,19 @@ def contrastive_scores(
     values = system.score([source for source, _, _ in unique], [target for _, target, _ in unique], images)
     score = dict(zip(unique, values, strict=True))
     # four trials per item, in the order of ContrastiveScores' fields
-    return [ContrastiveScores(*(score[trial] for trial in trials[index : index + 4]))
-            for index in range(0, len(trials), 4)]  # fmt: skip
+    return [
+        ContrastiveScores(*(score[trial] for trial in trials[index : index + 4])) for index in range(0, len(trials), 4)
+    ]
 
 
 def compared_accuracies(baseline: Evaluation, system: Evaluation) -> dict[str, object]:
     """The two systems' image-dependent word accuracy and contrastive accuracy side by side, or why they are absent:
     ``{"word_accuracy": {"baseline", "system"} | str, "contrastive_accuracy": {"baseline", "system"} | str}``."""
     compared: dict[str, object] = {}
-    for key, group, field_name in (("word_accuracy", "image_dependent", "word_accuracy"),
-                                   ("contrastive_accuracy", "contrastive", "accuracy")):  # fmt: skip
+    for key, group, field_name in (
+        ("word_accuracy", "image_dependent", "word_accuracy"),
+        ("contrastive_accuracy", "contrastive", "accuracy"),
+    ):
         before, after = baseline.metrics[group], system.metrics[group]
         if isinstance(before, dict) and isinstance(after, dict):
             compared[key] = {"baseline": before[field_name], "system": after[field_name]}

@@ -200,8 +200,9 @@ class MarianTranslator:
 
     def _score_batch(self, sources: list[str], targets: list[str]) -> list[float]:
         limit = self.model.config.max_position_embeddings
-        inputs = self.tokenizer(sources, text_target=targets, return_tensors="pt", padding=True, truncation=True,
-                                max_length=limit).to(self.device)  # fmt: skip
+        inputs = self.tokenizer(
+            sources, text_target=targets, return_tensors="pt", padding=True, truncation=True, max_length=limit
+        ).to(self.device)
         labels = inputs.pop("labels")  # (B, M) target ids, </s> last, pad after
         pad_id = self.model.config.pad_token_id
         decoder_input_ids = _decoder_inputs(labels, pad_id, self.model.config.decoder_start_token_id)
@@ -416,14 +417,17 @@ def _fit(
                 model, tokenizer, [src_texts[i] for i in batch], [tgt_texts[i] for i in batch], config, device
             )
             if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"Marian training diverged at epoch {epoch}, step {step}: the loss is "
-                                         f"{loss.item()} (try a lower mmt.marian.train.lr)")  # fmt: skip
+                raise FloatingPointError(
+                    f"Marian training diverged at epoch {epoch}, step {step}: the loss is "
+                    f"{loss.item()} (try a lower mmt.marian.train.lr)"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm))
             if not math.isfinite(norm):
-                raise FloatingPointError(f"Marian training diverged at epoch {epoch}, step {step}: the gradient "
-                                         f"norm is {norm}")  # fmt: skip
+                raise FloatingPointError(
+                    f"Marian training diverged at epoch {epoch}, step {step}: the gradient norm is {norm}"
+                )
             optimizer.step()
             scheduler.step()
             step += 1

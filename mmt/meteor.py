@@ -59,8 +59,9 @@ class Meteor:
             return f"METEOR 1.5 not computed: {jar} not found in the pycocoevalcap package"
         return cls(java, jar)
 
-    def score(self, hypotheses: Sequence[str], references: Sequence[str], lang: str, *,
-              timeout: float = 900.0) -> dict[str, object]:  # fmt: skip
+    def score(
+        self, hypotheses: Sequence[str], references: Sequence[str], lang: str, *, timeout: float = 900.0
+    ) -> dict[str, object]:
         """METEOR of tokenised hypotheses against one tokenised reference each, in percent.
 
         Returns:
@@ -73,8 +74,9 @@ class Meteor:
             RuntimeError: the jar failed (its output is quoted) or printed no final score.
         """
         if len(hypotheses) != len(references) or not hypotheses:
-            raise ValueError(f"METEOR needs as many hypotheses as references, got {len(hypotheses)} and "
-                             f"{len(references)}")  # fmt: skip
+            raise ValueError(
+                f"METEOR needs as many hypotheses as references, got {len(hypotheses)} and {len(references)}"
+            )
         if any("\n" in line for line in (*hypotheses, *references)):
             raise ValueError("METEOR reads one sentence per line: a hypothesis or reference holds a newline")
         if lang not in _LANGUAGES:
@@ -84,8 +86,19 @@ class Meteor:
             hyp, ref = Path(folder) / "hyp.txt", Path(folder) / "ref.txt"
             hyp.write_text("".join(f"{line}\n" for line in hypotheses), encoding="utf-8")
             ref.write_text("".join(f"{line}\n" for line in references), encoding="utf-8")
-            command = [self.java, "-Xmx2G", "-jar", str(self.jar), str(hyp), str(ref), "-l", code, "-norm",
-                       "-m", modules]  # fmt: skip
+            command = [
+                self.java,
+                "-Xmx2G",
+                "-jar",
+                str(self.jar),
+                str(hyp),
+                str(ref),
+                "-l",
+                code,
+                "-norm",
+                "-m",
+                modules,
+            ]
             # run beside the jar: it finds its paraphrase table as data/paraphrase-<lang>.gz from there
             done = subprocess.run(command, cwd=self.jar.parent, capture_output=True, text=True, timeout=timeout)
         found = _FINAL.search(done.stdout)
@@ -94,8 +107,10 @@ class Meteor:
             raise RuntimeError(f"METEOR 1.5 failed (exit {done.returncode}): " + " | ".join(tail))
         note = f"METEOR 1.5, -l {code} -norm -m '{modules}'"
         if lang != "en":
-            note += ("; the paraphrase tables of this language are not installed (and synonyms exist for English "
-                     "only), so this is below full METEOR 1.5 and not comparable to published scores")  # fmt: skip
+            note += (
+                "; the paraphrase tables of this language are not installed (and synonyms exist for English "
+                "only), so this is below full METEOR 1.5 and not comparable to published scores"
+            )
         return {"meteor": 100.0 * float(found.group(1)), "meteor_note": note}
 
 

@@ -87,19 +87,29 @@ def paired_bootstrap(
     """
     _check_counts(baseline, references)
     _check_counts(system, references)
-    hyps = {name: [_unescape(_scoring_tokens(text, tgt_lang)) for text in texts]
-            for name, texts in (("baseline", baseline), ("system", system))}  # fmt: skip
+    hyps = {
+        name: [_unescape(_scoring_tokens(text, tgt_lang)) for text in texts]
+        for name, texts in (("baseline", baseline), ("system", system))
+    }
     refs = [_unescape(_scoring_tokens(text, tgt_lang)) for text in references]
-    test = PairedTest(list(hyps.items()), metrics={"BLEU": _tokenized_bleu()}, references=[refs], test_type="bs",
-                      n_samples=samples)  # fmt: skip
+    test = PairedTest(
+        list(hyps.items()), metrics={"BLEU": _tokenized_bleu()}, references=[refs], test_type="bs", n_samples=samples
+    )
     signatures, scores = test()
     ((name, signature),) = signatures.items()
     base, result = scores[name]
     assert isinstance(base, Result) and isinstance(result, Result)
     assert result.p_value is not None and result.mean is not None and result.ci is not None  # a paired bs run sets them
-    return {"baseline": float(base.score), "system": float(result.score), "delta": float(result.score - base.score),
-            "p_value": float(result.p_value), "mean": float(result.mean), "ci": float(result.ci), "samples": samples,
-            "signature": str(signature)}  # fmt: skip
+    return {
+        "baseline": float(base.score),
+        "system": float(result.score),
+        "delta": float(result.score - base.score),
+        "p_value": float(result.p_value),
+        "mean": float(result.mean),
+        "ci": float(result.ci),
+        "samples": samples,
+        "signature": str(signature),
+    }
 
 
 def image_dependent_accuracy(
@@ -153,8 +163,13 @@ def image_dependent_scores(
     hyps, refs = [hypotheses[i] for i in chosen], [references[i] for i in chosen]
     accuracy, words = image_dependent_accuracy(hyps, [words_per_sentence[i] for i in chosen])
     scores = translation_scores(hyps, refs, tgt_lang)
-    return {"sentences": len(chosen), "words": words, "word_accuracy": accuracy, "bleu": scores["bleu"],
-            "chrf": scores["chrf"]}  # fmt: skip
+    return {
+        "sentences": len(chosen),
+        "words": words,
+        "word_accuracy": accuracy,
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+    }
 
 
 @dataclass(frozen=True)

@@ -103,16 +103,22 @@ def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str, image_depe
 def contrastive_items(table: pa.Table, src: str, tgt: str) -> list[ContrastiveItem]:
     """The items of :attr:`Corpus.contrastive` that translate ``src`` into ``tgt``, in table order."""
     rows = table.filter(pc.and_(pc.equal(table.column("src_lang"), src), pc.equal(table.column("tgt_lang"), tgt)))
-    return [ContrastiveItem(row["source"], row["image_a"], row["image_b"], row["translation_a"], row["translation_b"])
-            for row in rows.to_pylist()]  # fmt: skip
+    return [
+        ContrastiveItem(row["source"], row["image_a"], row["image_b"], row["translation_a"], row["translation_b"])
+        for row in rows.to_pylist()
+    ]
 
 
 def examples(text: TextPipeline, pairs: Pairs, store: FeatureStore | None) -> list[Example]:
     """Training examples of ``pairs``: subword ids, and the image's row in ``store`` when one is given."""
     sources, targets = text.encode_source(pairs.src), text.encode_target(pairs.tgt)
     if sources.truncated or targets.truncated:
-        logger.warning("Truncated %d source and %d target sentences to %d subwords", sources.truncated,
-                       targets.truncated, text.config.max_len)  # fmt: skip
+        logger.warning(
+            "Truncated %d source and %d target sentences to %d subwords",
+            sources.truncated,
+            targets.truncated,
+            text.config.max_len,
+        )
     rows: list[int | None] = [None] * len(pairs.src)
     if store is not None and pairs.image_ids is not None:
         rows = [int(row) for row in store.rows(pairs.image_ids)]

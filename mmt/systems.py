@@ -94,28 +94,66 @@ class Backend:
     weights_file: Callable[[Path], Path]  # the file that identifies the trained weights
 
 
-def train_text_pipeline(data: DirectionData, config: SubwordConfig, *, src: str, tgt: str, out_dir: Path,
-                        seed: int) -> TextPipeline:  # fmt: skip
+def train_text_pipeline(
+    data: DirectionData, config: SubwordConfig, *, src: str, tgt: str, out_dir: Path, seed: int
+) -> TextPipeline:
     """Subword vocabularies from the pre-training corpus and the caption training text, saved in ``out_dir``."""
     corpus, captions = data.corpus["train"], data.captions["train"]
-    return TextPipeline.train(corpus.src + captions.src, corpus.tgt + captions.tgt, src_lang=src, tgt_lang=tgt,
-                              config=config, out_dir=out_dir, seed=seed)  # fmt: skip
+    return TextPipeline.train(
+        corpus.src + captions.src,
+        corpus.tgt + captions.tgt,
+        src_lang=src,
+        tgt_lang=tgt,
+        config=config,
+        out_dir=out_dir,
+        seed=seed,
+    )
 
 
-def pretrain(data: DirectionData, config: SystemsConfig, *, model_dir: Path, region_dim: int, seed: int,
-             runtime: Runtime, on_validation: ValidationCallback | None = None) -> float:  # fmt: skip
+def pretrain(
+    data: DirectionData,
+    config: SystemsConfig,
+    *,
+    model_dir: Path,
+    region_dim: int,
+    seed: int,
+    runtime: Runtime,
+    on_validation: ValidationCallback | None = None,
+) -> float:
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
     text = TextPipeline.load(model_dir)
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
-    return fit_system(model, text, data.corpus["train"], data.corpus["val"], store=None, training=config.pretrain,
-                      seed=seed, runtime=runtime, checkpoint=model_dir / PRETRAIN,
-                      name=f"pretrain {model_dir.name}", on_validation=on_validation)  # fmt: skip
+    return fit_system(
+        model,
+        text,
+        data.corpus["train"],
+        data.corpus["val"],
+        store=None,
+        training=config.pretrain,
+        seed=seed,
+        runtime=runtime,
+        checkpoint=model_dir / PRETRAIN,
+        name=f"pretrain {model_dir.name}",
+        on_validation=on_validation,
+    )
 
 
-def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs, *, store: FeatureStore | None,
-               training: TrainConfig, seed: int, runtime: Runtime, checkpoint: Path, name: str,
-               on_validation: ValidationCallback | None = None, mixed: Pairs | None = None) -> float:  # fmt: skip
+def fit_system(
+    model: RegionalMMT,
+    text: TextPipeline,
+    train: Pairs,
+    val: Pairs,
+    *,
+    store: FeatureStore | None,
+    training: TrainConfig,
+    seed: int,
+    runtime: Runtime,
+    checkpoint: Path,
+    name: str,
+    on_validation: ValidationCallback | None = None,
+    mixed: Pairs | None = None,
+) -> float:
     """Train on ``train`` (and ``training.mixed_pairs`` of the text-only ``mixed`` pairs each epoch), early-stopping
     on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch, mean loss
     since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it; ``on_validation``
@@ -130,11 +168,19 @@ def fit_system(model: RegionalMMT, text: TextPipeline, train: Pairs, val: Pairs,
             on_validation(record)
 
     mixed_examples = examples(text, mixed, None) if mixed is not None and training.mixed_pairs else []
-    result = fit(model, examples(text, train, store), regions=store,
-                 evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1,
-                                         limit=VALIDATION_SENTENCES), config=training,
-                 seed=seed, device=device, autocast=runtime.autocast(), checkpoint_path=checkpoint,
-                 progress=report, mixed=mixed_examples)  # fmt: skip
+    result = fit(
+        model,
+        examples(text, train, store),
+        regions=store,
+        evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1, limit=VALIDATION_SENTENCES),
+        config=training,
+        seed=seed,
+        device=device,
+        autocast=runtime.autocast(),
+        checkpoint_path=checkpoint,
+        progress=report,
+        mixed=mixed_examples,
+    )
     if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
         record_text_pipeline(checkpoint, text.identity())
         write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
@@ -161,8 +207,9 @@ def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limi
 
 
 def _shape(text: TextPipeline, config: SystemsConfig, region_dim: int) -> MMTShape:
-    return MMTShape(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, region_dim=region_dim,
-                    max_len=config.text.max_len)  # fmt: skip
+    return MMTShape(
+        src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, region_dim=region_dim, max_len=config.text.max_len
+    )
 
 
 def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
@@ -182,10 +229,20 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     fresh = load_pretrained_into(model, request.pretrained)
     logger.info("Fine-tuning %s from %s; newly initialised: %s", request.out_dir.name, request.pretrained, fresh)
     captions = request.data.captions
-    return fit_system(model, text, captions["train"], captions["val"], store=store if multimodal else None,
-                      training=request.config.finetune, seed=request.seed, runtime=request.runtime,
-                      checkpoint=request.out_dir / FINETUNE, name=f"finetune {request.out_dir.name}",
-                      on_validation=request.on_validation, mixed=request.data.corpus["train"])  # fmt: skip
+    return fit_system(
+        model,
+        text,
+        captions["train"],
+        captions["val"],
+        store=store if multimodal else None,
+        training=request.config.finetune,
+        seed=request.seed,
+        runtime=request.runtime,
+        checkpoint=request.out_dir / FINETUNE,
+        name=f"finetune {request.out_dir.name}",
+        on_validation=request.on_validation,
+        mixed=request.data.corpus["train"],
+    )
 
 
 def _train_marian(request: SystemRequest) -> None:
@@ -201,16 +258,24 @@ def _train_marian(request: SystemRequest) -> None:
         return None
     corpus, captions = data.corpus["train"], data.captions["train"]
     logger.info("Training a Marian model for %s from scratch (%d pairs)", pair, len(corpus.src) + len(captions.src))
-    train_marian(corpus.src + captions.src, corpus.tgt + captions.tgt, out_dir=request.out_dir,
-                 src_lang=request.src, tgt_lang=request.tgt, config=marian.train,
-                 val=(data.captions["val"].src, data.captions["val"].tgt), device=request.runtime.torch_device(),
-                 seed=request.seed)  # fmt: skip
+    train_marian(
+        corpus.src + captions.src,
+        corpus.tgt + captions.tgt,
+        out_dir=request.out_dir,
+        src_lang=request.src,
+        tgt_lang=request.tgt,
+        config=marian.train,
+        val=(data.captions["val"].src, data.captions["val"].tgt),
+        device=request.runtime.torch_device(),
+        seed=request.seed,
+    )
     return None
 
 
 def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
-    return MMTTranslator.load(folder, FINETUNE, regions=store, device=runtime.torch_device(),
-                              autocast=runtime.autocast())  # fmt: skip
+    return MMTTranslator.load(
+        folder, FINETUNE, regions=store, device=runtime.torch_device(), autocast=runtime.autocast()
+    )
 
 
 def _load_marian(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:

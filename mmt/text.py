@@ -281,9 +281,12 @@ class TextPipeline:
 
     def identity(self) -> dict[str, str]:
         """What a model trained with this pipeline depends on: the direction and both subword models' hashes."""
-        return {"src_lang": self.config.src_lang, "tgt_lang": self.config.tgt_lang,
-                "src_vocab_sha256": hashlib.sha256(self.src_vocab.serialized).hexdigest(),
-                "tgt_vocab_sha256": hashlib.sha256(self.tgt_vocab.serialized).hexdigest()}  # fmt: skip
+        return {
+            "src_lang": self.config.src_lang,
+            "tgt_lang": self.config.tgt_lang,
+            "src_vocab_sha256": hashlib.sha256(self.src_vocab.serialized).hexdigest(),
+            "tgt_vocab_sha256": hashlib.sha256(self.tgt_vocab.serialized).hexdigest(),
+        }
 
     @classmethod
     def train(

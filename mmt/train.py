@@ -381,8 +381,9 @@ def _update(
     value = sum_of(float(loss.detach()), loss.device)  # the batch's loss: every rank's share
     where = f"MMT training diverged at epoch {epoch}, step {step}"
     if not math.isfinite(value) and not scaler.is_enabled():
-        raise FloatingPointError(f"{where}: the loss is {value} (try a lower learning rate in mmt.pretrain or "
-                                 f"mmt.finetune)")  # fmt: skip
+        raise FloatingPointError(
+            f"{where}: the loss is {value} (try a lower learning rate in mmt.pretrain or mmt.finetune)"
+        )
     optimizer.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()
     reduce_gradients(model.parameters(), mean=False)  # the shares' gradients sum to the batch's

@@ -67,8 +67,9 @@ class MMTTranslator:
             raise InputError(f"{files.weights}: no trained model (run the train_mmt stage for this pair)")
         model, extra = load_mmt(files.weights, device=device)
         text = TextPipeline.load(folder)
-        check_text_pipeline(files.fields, model.shape, extra, text.identity(), text.src_vocab.size,
-                            text.tgt_vocab.size, folder)  # fmt: skip
+        check_text_pipeline(
+            files.fields, model.shape, extra, text.identity(), text.src_vocab.size, text.tgt_vocab.size, folder
+        )
         return cls(model, text, name=folder.name, regions=regions, device=device, autocast=autocast)
 
     def translate(
@@ -103,14 +104,20 @@ class MMTTranslator:
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets (expected one each)")
         encoded, wanted = self.text.encode_source(sources), self.text.encode_target(targets)
         if encoded.truncated or wanted.truncated:
-            logger.warning("%s: scoring %d source and %d target sentences cut to %d subwords", self.name,
-                           encoded.truncated, wanted.truncated, self.text.config.max_len)  # fmt: skip
+            logger.warning(
+                "%s: scoring %d source and %d target sentences cut to %d subwords",
+                self.name,
+                encoded.truncated,
+                wanted.truncated,
+                self.text.config.max_len,
+            )
         shape = self.model.shape
         scores = [0.0] * len(sources)
         for chosen, batch in self._source_batches(encoded.ids, image_ids, batch_size):
             tgt_out = pad_ids([wanted.ids[i] for i in chosen], pad_id=shape.pad_id, device=self.device)  # (B, M)
-            tgt_in = pad_ids([(shape.bos_id, *wanted.ids[i][:-1]) for i in chosen], pad_id=shape.pad_id,
-                             device=self.device)  # fmt: skip
+            tgt_in = pad_ids(
+                [(shape.bos_id, *wanted.ids[i][:-1]) for i in chosen], pad_id=shape.pad_id, device=self.device
+            )
             with torch.inference_mode(), self.autocast():
                 logits = self.model(batch, tgt_in)  # (B, M, V)
             # float32 at least: summing fp16 log-probabilities loses the differences contrastive scoring looks for
@@ -135,8 +142,13 @@ class MMTTranslator:
         for start in range(0, len(order), batch_size):
             chosen = order[start : start + batch_size]
             batch_regions, batch_mask = self._regions([image_ids[i] for i in chosen] if image_ids else None)
-            batch = source_batch([encoded[i] for i in chosen], pad_id=self.model.shape.pad_id, device=self.device,
-                                 regions=batch_regions, region_mask=batch_mask)  # fmt: skip
+            batch = source_batch(
+                [encoded[i] for i in chosen],
+                pad_id=self.model.shape.pad_id,
+                device=self.device,
+                regions=batch_regions,
+                region_mask=batch_mask,
+            )
             yield chosen, batch
 
     def _regions(self, image_ids: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -35,14 +35,18 @@ def check_params(args: argparse.Namespace) -> None:
     for name, corpus in params.corpora.items():
         print(f"  corpus {name}: {corpus.format} format from {corpus.source}, images in {corpus.images}")
     roles = params.corpus_roles
-    print(f"  corpus roles: MMT pre-trained on {params.paths.parallel}, fine-tuned on {roles.mmt_finetune}; "
-          f"target (augmented, retrieval) {roles.target}")  # fmt: skip
+    print(
+        f"  corpus roles: MMT pre-trained on {params.paths.parallel}, fine-tuned on {roles.mmt_finetune}; "
+        f"target (augmented, retrieval) {roles.target}"
+    )
     print(f"  device:    {params.device}, precision {params.precision}, seed {params.seed}")
     retrieval = params.retrieval
     runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
-    print(f"  retrieval: {runs} runs = models {', '.join(retrieval.models)} x variants {', '.join(retrieval.variants)}"
-          f" x roles {', '.join(retrieval.roles)}"
-          + (f", {retrieval.replicates} seeds each" if retrieval.replicates > 1 else ""))  # fmt: skip
+    print(
+        f"  retrieval: {runs} runs = models {', '.join(retrieval.models)} x variants {', '.join(retrieval.variants)}"
+        f" x roles {', '.join(retrieval.roles)}"
+        + (f", {retrieval.replicates} seeds each" if retrieval.replicates > 1 else "")
+    )
     for name in retrieval.roles:
         role = retrieval.role(name, params.languages.pivot)
         kept = ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
@@ -146,8 +150,10 @@ def translate(args: argparse.Namespace) -> None:
     if languages != (args.src, args.tgt):
         raise InputError(f"{model_dir} translates {languages[0]}->{languages[1]}, not {args.src}->{args.tgt}")
     if backend.multimodal and not args.store:
-        raise InputError(f"{model_dir}: a multimodal system reads each sentence's image regions: give --store "
-                         f"(alone: the params' FeatureStore)")  # fmt: skip
+        raise InputError(
+            f"{model_dir}: a multimodal system reads each sentence's image regions: give --store "
+            f"(alone: the params' FeatureStore)"
+        )
     store_path = args.store
     if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
         store_path = defaults.feature_store() if backend.multimodal else None
@@ -158,8 +164,9 @@ def translate(args: argparse.Namespace) -> None:
         translator = MMTTranslator.load(model_dir, args.checkpoint, regions=None, device=device)
         store = None
     else:
-        translator = systems.load_system(str(model_dir), str(store_path) if store else None,
-                                         Runtime(str(device), "fp32"))  # fmt: skip
+        translator = systems.load_system(
+            str(model_dir), str(store_path) if store else None, Runtime(str(device), "fp32")
+        )
     lines = read_input_lines(args.input)
     image_ids = None
     if args.store:  # lines carry their image; a text-only system ignores it
@@ -220,8 +227,9 @@ def search(args: argparse.Namespace) -> None:
     files = checkpoint_files(model_dir / MODEL)
     identity = fingerprint(files.weights, files.fields, store_path / "regions.npy", store_path / "index.parquet")
     cache = cache_file(Path(args.cache_dir) if args.cache_dir else user_cache_dir(), identity, args.split)
-    gallery = gallery_embeddings(loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity,
-                                 device=device)  # fmt: skip
+    gallery = gallery_embeddings(
+        loaded, store, image_ids, store.rows(image_ids), cache=cache, identity=identity, device=device
+    )
     hits = run_search(loaded, gallery, image_ids, " ".join(args.query), args.lang, k=args.k, device=device)
     print(hits_json(hits, paths) if args.json else describe(hits, paths))
 
@@ -243,8 +251,10 @@ def profile(args: argparse.Namespace) -> None:
     retrieval = params.retrieval
     runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
     print(f"{out}: profile {args.name} applied: {profile_summary(args.name)}")
-    print(f"  corpus roles: MMT fine-tuned on {params.corpus_roles.mmt_finetune}, target {params.corpus_roles.target};"
-          f" {runs} retrieval runs")  # fmt: skip
+    print(
+        f"  corpus roles: MMT fine-tuned on {params.corpus_roles.mmt_finetune}, target {params.corpus_roles.target};"
+        f" {runs} retrieval runs"
+    )
     if args.run_experiment:
         command = ["dvc", "exp", "run", "-n", args.name]
         print(" ".join(command), flush=True)
@@ -326,9 +336,13 @@ def add_translate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="finetune (default) or, for a regional system, pretrain (text-only); a .safetensors or an earlier .pt "
         "file name of the system folder works too",
     )
-    trans.add_argument("--store", nargs="?", const=FROM_PARAMS,
-                       help=f"FeatureStore folder: translate with image regions, lines image_id<TAB>text (--store "
-                       f"alone: {STORE_DEFAULT})")  # fmt: skip
+    trans.add_argument(
+        "--store",
+        nargs="?",
+        const=FROM_PARAMS,
+        help=f"FeatureStore folder: translate with image regions, lines image_id<TAB>text (--store "
+        f"alone: {STORE_DEFAULT})",
+    )
     trans.add_argument("--input", default="-", help="file of sentences, one per line (default: stdin)")
     trans.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
     trans.add_argument("--device", help=DEVICE_HELP)
@@ -340,18 +354,26 @@ def add_search(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     find.add_argument("query", nargs="+", help="the query text")
     find.add_argument("--lang", required=True, help="language of the query (one the model was trained on)")
     find.add_argument("--params", default="params.yaml", help=PARAMS_HELP)
-    find.add_argument("--model", help="model folder (default: <paths.models>/retrieval/<model>-<variant>-<role>, the "
-                      "first of retrieval.models, retrieval.variants and retrieval.roles)")  # fmt: skip
+    find.add_argument(
+        "--model",
+        help="model folder (default: <paths.models>/retrieval/<model>-<variant>-<role>, the "
+        "first of retrieval.models, retrieval.variants and retrieval.roles)",
+    )
     find.add_argument("-k", type=positive_int, default=5, help="how many images to list (default 5)")
     find.add_argument("--split", default="test", help="gallery: images of this split, or all (default test)")
     find.add_argument("--store", help=f"FeatureStore folder (default: {STORE_DEFAULT})")
-    find.add_argument("--prepared", help="the prepared corpus, its images.parquet (default: "
-                      "<paths.prepared>/<corpus_roles.target>)")  # fmt: skip
-    find.add_argument("--images", help="image folder the paths are under (default: corpora.<corpus_roles.target>."
-                      "images)")  # fmt: skip
+    find.add_argument(
+        "--prepared", help="the prepared corpus, its images.parquet (default: <paths.prepared>/<corpus_roles.target>)"
+    )
+    find.add_argument(
+        "--images", help="image folder the paths are under (default: corpora.<corpus_roles.target>.images)"
+    )
     find.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    find.add_argument("--cache-dir", help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
-                      "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)")  # fmt: skip
+    find.add_argument(
+        "--cache-dir",
+        help="where gallery embeddings are cached (default: $MMTR_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/mmtr or ~/.cache/mmtr; never the model folder, a DVC output)",
+    )
     find.add_argument("--device", help=DEVICE_HELP)
     find.set_defaults(run=search)
 

@@ -31,8 +31,10 @@ class Defaults:
         from mmtr.params import load_params
 
         if not self.params_file.is_file():
-            raise ParamsError(f"{self.params_file}: file not found; the folders and the device left out on the "
-                              f"command line come from it (pass --params, or give them)")  # fmt: skip
+            raise ParamsError(
+                f"{self.params_file}: file not found; the folders and the device left out on the "
+                f"command line come from it (pass --params, or give them)"
+            )
         return load_params(self.params_file)
 
     def path(self, value: str) -> Path:
@@ -58,8 +60,9 @@ class Defaults:
     def prepared(self) -> Path:
         """``<paths.prepared>/<corpus_roles.target>``."""
         target = self.params.corpus_roles.target
-        return made_by(self.path(self.params.paths.prepared) / target, "prepared corpus", f"prepare@{target}",
-                       "--prepared")  # fmt: skip
+        return made_by(
+            self.path(self.params.paths.prepared) / target, "prepared corpus", f"prepare@{target}", "--prepared"
+        )
 
     def images(self) -> Path:
         """``corpora.<corpus_roles.target>.images`` (not checked: the commands print paths under it, never read)."""

@@ -28,8 +28,9 @@ USER_ERRORS = (ParamsError, InputError, FloatingPointError)
 
 
 def add_debug_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true",
-                        help=f"show the traceback of an error too (or set {DEBUG_ENV}=1)")  # fmt: skip
+    parser.add_argument(
+        "--debug", action="store_true", help=f"show the traceback of an error too (or set {DEBUG_ENV}=1)"
+    )
 
 
 @contextlib.contextmanager

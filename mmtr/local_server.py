@@ -48,8 +48,20 @@ def free_port(preferred: int | None = None) -> int:
 
 
 def server_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port),
-            "--no-scheduler", "--no-late-runs", "--analytics-off"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "prefect",
+        "server",
+        "start",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--no-scheduler",
+        "--no-late-runs",
+        "--analytics-off",
+    ]
 
 
 def server_env() -> dict[str, str]:
@@ -73,8 +85,9 @@ def prefect_server(startup_timeout: float = 120.0) -> Iterator[str]:
     HOME.mkdir(exist_ok=True)
     log = HOME / "server.log"
     with open(log, "ab") as output:
-        server = subprocess.Popen(server_command(port), env=server_env(), stdout=output, stderr=subprocess.STDOUT,
-                                  start_new_session=True)  # fmt: skip
+        server = subprocess.Popen(
+            server_command(port), env=server_env(), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + startup_timeout
         while not answers(api_url):
@@ -98,8 +111,9 @@ def run(command: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mmtr.local_server", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m mmtr.local_server", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     runner = commands.add_parser("run", help="run a command (e.g. dvc repro) against one server")
     runner.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")

@@ -110,8 +110,12 @@ class DistributedParams:
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise SettingError("rdzv_endpoint", "missing: nnodes > 1 needs the host:port of the rendezvous")
         if self.rdzv_endpoint is not None:
-            check(re.fullmatch(r"[^\s:]+:\d{1,5}", self.rdzv_endpoint) is not None, "rdzv_endpoint",
-                  self.rdzv_endpoint, "host:port")  # fmt: skip
+            check(
+                re.fullmatch(r"[^\s:]+:\d{1,5}", self.rdzv_endpoint) is not None,
+                "rdzv_endpoint",
+                self.rdzv_endpoint,
+                "host:port",
+            )
 
     @property
     def processes(self) -> int:
@@ -150,8 +154,12 @@ class Params:
         check_device("device", self.device)
         check_not_empty("corpora", self.corpora, "corpus")
         for name in self.corpora:
-            check(CORPUS_NAME.fullmatch(name) is not None and name not in RESERVED_CORPUS_NAMES, f"corpora.{name}",
-                  name, "lowercase letters, digits and _, not " + ", ".join(RESERVED_CORPUS_NAMES))  # fmt: skip
+            check(
+                CORPUS_NAME.fullmatch(name) is not None and name not in RESERVED_CORPUS_NAMES,
+                f"corpora.{name}",
+                name,
+                "lowercase letters, digits and _, not " + ", ".join(RESERVED_CORPUS_NAMES),
+            )
         for role in ("mmt_finetune", "target"):
             name = getattr(self.corpus_roles, role)
             check(name in self.corpora, f"corpus_roles.{role}", name, f"a name of corpora: {', '.join(self.corpora)}")
@@ -167,18 +175,28 @@ class Params:
                 raise SettingError(key, f"unknown name {name!r}; known: {', '.join(variants)}")
             origin = variants[name].origin
             if origin is not None and not self.mmt.targets:  # no target language: nothing is synthesized
-                raise SettingError(key, f"{name} adds synthesized captions; mmt.targets is empty (name a target "
-                                        f"language, or keep only the variant none)")  # fmt: skip
+                raise SettingError(
+                    key,
+                    f"{name} adds synthesized captions; mmt.targets is empty (name a target "
+                    f"language, or keep only the variant none)",
+                )
             if origin is not None and origin not in self.mmt.systems:  # `synthesize` would not run that system
                 raise SettingError(key, f"{name} needs the {origin} system; mmt.systems is {list(self.mmt.systems)}")
             if variants[name].hops > self.synthesis.hops:  # `augment` would find no captions of the later hops
-                raise SettingError(key, f"{name} needs {variants[name].hops} hops; synthesis.hops is "
-                                        f"{self.synthesis.hops}")  # fmt: skip
+                raise SettingError(
+                    key, f"{name} needs {variants[name].hops} hops; synthesis.hops is {self.synthesis.hops}"
+                )
         for index, name in enumerate(self.export.variants):  # `augment` writes only these
-            check(name in retrieval.variants, f"export.variants[{index}]", name,
-                  f"one of retrieval.variants {list(retrieval.variants)}")  # fmt: skip
-        for key, codes in (("retrieval.languages", retrieval.languages),
-                           ("retrieval.translate_search.languages", retrieval.translate_search.languages)):  # fmt: skip
+            check(
+                name in retrieval.variants,
+                f"export.variants[{index}]",
+                name,
+                f"one of retrieval.variants {list(retrieval.variants)}",
+            )
+        for key, codes in (
+            ("retrieval.languages", retrieval.languages),
+            ("retrieval.translate_search.languages", retrieval.translate_search.languages),
+        ):
             for index, code in enumerate(codes):
                 check(code in languages.all, f"{key}[{index}]", code, f"one of {list(languages.all)}")
         for name in retrieval.roles:

@@ -88,8 +88,10 @@ def read_pipeline_metrics(params: Params, repo: Path) -> PipelineMetrics:
     runs = [root / "retrieval" / f"{name}.json" for name in params.retrieval.run_names()]
     missing = [str(path) for path in runs if not path.is_file()]
     if missing:
-        raise InputError(f"{missing[0]}: no metrics file ({len(missing)} of {len(runs)} retrieval runs have none; run "
-                         f"the pipeline first: make demo, or dvc repro)")  # fmt: skip
+        raise InputError(
+            f"{missing[0]}: no metrics file ({len(missing)} of {len(runs)} retrieval runs have none; run "
+            f"the pipeline first: make demo, or dvc repro)"
+        )
     translation, comparisons = {}, {}
     for path in sorted((root / "mmt").glob("*.json")):
         if is_notes_file(path):
@@ -115,9 +117,14 @@ def variant_labels(params: Params) -> dict[str, str]:
 
 def stages_markdown(record: Mapping[str, Any]) -> list[str]:
     """The pipeline flow's stage table (``flows.pipeline.stages_record``) as Markdown lines."""
-    lines = [f"`{record['command']}` took {_duration(record['seconds'])}"
-             + (f" on {record['machine']}" if record.get("machine") else "") + ".", "",
-             "| stage | status | wall time |", "|---|---|---|"]  # fmt: skip
+    lines = [
+        f"`{record['command']}` took {_duration(record['seconds'])}"
+        + (f" on {record['machine']}" if record.get("machine") else "")
+        + ".",
+        "",
+        "| stage | status | wall time |",
+        "|---|---|---|",
+    ]
     for stage in record["stages"]:
         seconds = stage["seconds"]
         lines.append(f"| `{stage['stage']}` | {stage['status']} | {'-' if seconds is None else _duration(seconds)} |")
@@ -151,11 +158,17 @@ def _demoted(line: str) -> str:
 def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
     if not comparisons:
         return []
-    lines = ["### The MMT against the text-only MT (paired bootstrap of BLEU)", "",
-             "| direction | MMT BLEU | MT BLEU | Δ BLEU | 95% CI ± | p |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "### The MMT against the text-only MT (paired bootstrap of BLEU)",
+        "",
+        "| direction | MMT BLEU | MT BLEU | Δ BLEU | 95% CI ± | p |",
+        "|---|---|---|---|---|---|",
+    ]
     for direction, row in sorted(comparisons.items()):
-        lines.append(f"| {direction} | {row['system']:.2f} | {row['baseline']:.2f} | {row['delta']:+.2f} | "
-                     f"{row['ci']:.2f} | {row['p_value']:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {direction} | {row['system']:.2f} | {row['baseline']:.2f} | {row['delta']:+.2f} | "
+            f"{row['ci']:.2f} | {row['p_value']:.3f} |"
+        )
     return [*lines, ""]
 
 
@@ -178,11 +191,15 @@ def glance_block(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages:
         lines.append(f"| {model.upper()} | `{labels.get(variant, variant)}` | {role} | " + " | ".join(cells) + " |")
     lines.append("")
     if stages is not None:
-        lines.append(f"The whole run (`{stages['command']}`) took {_duration(stages['seconds'])}"
-                     + (f" on {stages['machine']}" if stages.get("machine") else "") + ".")  # fmt: skip
+        lines.append(
+            f"The whole run (`{stages['command']}`) took {_duration(stages['seconds'])}"
+            + (f" on {stages['machine']}" if stages.get("machine") else "")
+            + "."
+        )
         lines.append("")
-    lines.append("Every table, with R@K per direction, translation and diversity measures: [docs/results.md]"
-                 "(docs/results.md).")  # fmt: skip
+    lines.append(
+        "Every table, with R@K per direction, translation and diversity measures: [docs/results.md](docs/results.md)."
+    )
     return "\n".join(lines)
 
 

@@ -85,14 +85,28 @@ def run_card_markdown(
     definition = dvc_stage_definition(dvc_yaml, stage)
     scope = stage_scope(dvc_yaml, stage, params)
     experiment = os.environ.get("DVC_EXP_NAME") or "none (the workspace)"
-    lines = [f"# Run card: {stage}", "", "| | |", "|---|---|", f"| DVC stage | `{stage}` |",
-             f"| experiment | {experiment} |", f"| code | commit {commit or 'unknown (not a git checkout)'} ({date}) |",
-             f"| command | `{shlex.join(command)}` |", ""]  # fmt: skip
+    lines = [
+        f"# Run card: {stage}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| DVC stage | `{stage}` |",
+        f"| experiment | {experiment} |",
+        f"| code | commit {commit or 'unknown (not a git checkout)'} ({date}) |",
+        f"| command | `{shlex.join(command)}` |",
+        "",
+    ]
     keys = [key for key in definition.get("params", []) if isinstance(key, str)]
     if keys:
         chosen = {resolve(key, params, scope): section(params, resolve(key, params, scope)) for key in keys}
-        lines += ["## Settings this stage depends on", "", "```yaml",
-                  yaml.safe_dump(chosen, sort_keys=False, allow_unicode=True).rstrip(), "```", ""]  # fmt: skip
+        lines += [
+            "## Settings this stage depends on",
+            "",
+            "```yaml",
+            yaml.safe_dump(chosen, sort_keys=False, allow_unicode=True).rstrip(),
+            "```",
+            "",
+        ]
     for title, field in (("Inputs", "deps"), ("Outputs", "outs"), ("Metrics", "metrics"), ("Plots", "plots")):
         entries = [next(iter(entry)) if isinstance(entry, dict) else entry for entry in definition.get(field, [])]
         if entries:
@@ -109,12 +123,17 @@ def run_card_hook(stage: str, params_file: str, commit: str | None, date: str) -
         from prefect.client.schemas.actions import ArtifactCreate
 
         command = ["python", "-m", *_module_command()]
-        markdown = run_card_markdown(stage, params_file=Path(params_file), dvc_yaml=Path("dvc.yaml"), command=command,
-                                     commit=commit, date=date)  # fmt: skip
+        markdown = run_card_markdown(
+            stage, params_file=Path(params_file), dvc_yaml=Path("dvc.yaml"), command=command, commit=commit, date=date
+        )
         # hooks run outside the flow run's context, so the run is named explicitly
-        artifact = ArtifactCreate(key=artifact_key(f"run-card-{stage}"), type="markdown", data=markdown,
-                                  description=f"{stage}: command, settings, inputs and outputs",
-                                  flow_run_id=flow_run.id)  # fmt: skip
+        artifact = ArtifactCreate(
+            key=artifact_key(f"run-card-{stage}"),
+            type="markdown",
+            data=markdown,
+            description=f"{stage}: command, settings, inputs and outputs",
+            flow_run_id=flow_run.id,
+        )
         with get_client(sync_client=True) as client:
             client.create_artifact(artifact=artifact)
 

@@ -70,10 +70,16 @@ def run_tags(stage: str) -> list[str]:
 def git_commit() -> str | None:
     """The short commit of the working tree, ``+dirty`` when tracked files differ from it; None outside git."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
-                                check=True, timeout=10).stdout.strip()  # fmt: skip
-        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                 text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}+dirty" if changes else commit
@@ -82,8 +88,12 @@ def git_commit() -> str | None:
 def commit_date() -> str:
     """The date of the checked-out commit (YYYY-MM-DD), or ``unknown date`` outside git."""
     try:
-        return subprocess.run(["git", "log", "-1", "--format=%cs"], capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip() or "unknown date"  # fmt: skip
+        return (
+            subprocess.run(
+                ["git", "log", "-1", "--format=%cs"], capture_output=True, text=True, check=True, timeout=10
+            ).stdout.strip()
+            or "unknown date"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown date"
 
@@ -115,8 +125,9 @@ def task_runner(runner: RunnerParams) -> object:
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError as error:  # an optional part: the `dask` extra
-            raise InputError(f"runner.kind: dask needs prefect-dask and dask.distributed ({error}): pip install "
-                             f"'mmtr[dask]'") from None  # fmt: skip
+            raise InputError(
+                f"runner.kind: dask needs prefect-dask and dask.distributed ({error}): pip install 'mmtr[dask]'"
+            ) from None
         return DaskTaskRunner(address=runner.address)
     from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -168,8 +179,13 @@ def torchrun_command(settings: DistributedParams, module: str, argv: Sequence[st
     """The torchrun command line that runs ``python -m <module> <argv>`` as ``settings`` asks: one machine with a
     private rendezvous (``--standalone``), or one of ``nnodes`` meeting at ``rdzv_endpoint`` (the same command on
     each; the rendezvous id is the DVC stage, so the machines of one stage find each other)."""
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={settings.nproc_per_node}",
-               f"--nnodes={settings.nnodes}"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={settings.nproc_per_node}",
+        f"--nnodes={settings.nnodes}",
+    ]
     if settings.nnodes == 1:
         command.append("--standalone")
     else:

@@ -36,8 +36,11 @@ def results_html(
     """A self-contained page: the header and legend, the tables (the pivot's first) with their chance levels and an
     rsum bar chart each, the translate-search tables (Table 5) with theirs, ``extra_sections`` (Markdown lines of
     ``## `` headings and tables, e.g. :func:`~report.tables.diversity_markdown`) and synthesized-caption samples."""
-    body = ["<h1>Retrieval results</h1>", *(f"<p>{html.escape(line)}</p>" for line in context.header),
-            f"<p>{html.escape(LEGEND)}</p>"]  # fmt: skip
+    body = [
+        "<h1>Retrieval results</h1>",
+        *(f"<p>{html.escape(line)}</p>" for line in context.header),
+        f"<p>{html.escape(LEGEND)}</p>",
+    ]
     for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
         body += [f"<h2>{html.escape(language_heading(lang))}</h2>", _html_table(rows, variant_labels)]
@@ -46,17 +49,24 @@ def results_html(
         body.append(rsum_chart(rows, variant_labels, title=f"rsum per run, {language_heading(lang)}"))
     for lang, rows in translate_search_rows(results).items():
         title = f"rsum per run, {lang} queries translated to the pivot"
-        body += [f"<h2>{html.escape(search_heading(lang))}</h2>", _html_table(rows, variant_labels),
-                 rsum_chart(rows, variant_labels, title=title)]  # fmt: skip
+        body += [
+            f"<h2>{html.escape(search_heading(lang))}</h2>",
+            _html_table(rows, variant_labels),
+            rsum_chart(rows, variant_labels, title=title),
+        ]
     body += _markdown_html(extra_sections)
     if samples:
         body.append("<h2>Synthesized captions</h2>")
         body += [_sample_html(sample) for sample in samples]
-    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}.sample{display:flex;gap:1em;margin:1em 0}"
-             ".sample img{width:160px;height:160px}.sample td{text-align:left;vertical-align:top}")  # fmt: skip
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>Retrieval results</title><style>{style}</style>" \
-           f"</head><body>{''.join(body)}</body></html>\n"  # fmt: skip
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}.sample{display:flex;gap:1em;margin:1em 0}"
+        ".sample img{width:160px;height:160px}.sample td{text-align:left;vertical-align:top}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Retrieval results</title><style>{style}</style>"
+        f"</head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def _markdown_html(lines: Sequence[str]) -> list[str]:
@@ -101,19 +111,26 @@ def rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[st
         y = top + 22 * index
         label = f"{model} {variant_labels.get(variant, variant)} {role}"
         end = left + rsum * scale
-        parts.append(f'<text x="0" y="{y + 13}" font-size="12">{html.escape(label)}</text>'
-                     f'<rect x="{left}" y="{y}" width="{rsum * scale:.1f}" height="16" fill="#4a7ab8"/>'
-                     f'<text x="{end + 5:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>')  # fmt: skip
+        parts.append(
+            f'<text x="0" y="{y + 13}" font-size="12">{html.escape(label)}</text>'
+            f'<rect x="{left}" y="{y}" width="{rsum * scale:.1f}" height="16" fill="#4a7ab8"/>'
+            f'<text x="{end + 5:.1f}" y="{y + 13}" font-size="11">{rsum:.1f}</text>'
+        )
     axis = top + 22 * len(names) + 4
     parts.append(f'<line x1="{left}" y1="{axis}" x2="{left + 600 * scale}" y2="{axis}" stroke="#333"/>')
     for tick in range(0, 601, 100):
         x = left + tick * scale
-        parts.append(f'<line x1="{x}" y1="{axis}" x2="{x}" y2="{axis + 4}" stroke="#333"/>'
-                     f'<text x="{x}" y="{axis + 16}" font-size="10" text-anchor="middle">{tick}</text>')  # fmt: skip
-    parts.append(f'<text x="{left + 300 * scale}" y="{axis + 29}" font-size="11" text-anchor="middle">'
-                 f"rsum (of 600)</text>")  # fmt: skip
-    return f'<svg width="{left + 360}" height="{height}" role="img" aria-label="{html.escape(title)}">' \
-           f'{"".join(parts)}</svg>'  # fmt: skip
+        parts.append(
+            f'<line x1="{x}" y1="{axis}" x2="{x}" y2="{axis + 4}" stroke="#333"/>'
+            f'<text x="{x}" y="{axis + 16}" font-size="10" text-anchor="middle">{tick}</text>'
+        )
+    parts.append(
+        f'<text x="{left + 300 * scale}" y="{axis + 29}" font-size="11" text-anchor="middle">rsum (of 600)</text>'
+    )
+    return (
+        f'<svg width="{left + 360}" height="{height}" role="img" aria-label="{html.escape(title)}">'
+        f"{''.join(parts)}</svg>"
+    )
 
 
 def _sample_html(sample: Sample) -> str:
@@ -127,6 +144,8 @@ def _sample_html(sample: Sample) -> str:
         + "</ul></td>"
         for _, chain in sample.chains
     )
-    return (f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{html.escape(sample.image_id)}">'
-            f"<div><p><b>{html.escape(label)}</b>: {html.escape(text)}</p>"
-            f"<table><tr>{heads}</tr><tr>{cells}</tr></table></div></div>")  # fmt: skip
+    return (
+        f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{html.escape(sample.image_id)}">'
+        f"<div><p><b>{html.escape(label)}</b>: {html.escape(text)}</p>"
+        f"<table><tr>{heads}</tr><tr>{cells}</tr></table></div></div>"
+    )

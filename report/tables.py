@@ -60,11 +60,13 @@ class ReportContext:
     header: Sequence[str] = ()
 
 
-LEGEND = ("Variants: `-` the human captions alone; MT(f) / MMT(f) adds the target-language captions the text-only "
-          "MT / the multimodal MMT translated from them (forward); (f+b) adds those translated back into the pivot "
-          "too; (f+b; hop 2) the back-translations alone. Roles: which captions a run trains on and which languages "
-          "it is tested on (docs/retrieval.md, language roles). mR = rsum / 6. Δ rsum: against the same model and role "
-          "trained on `-` (human captions alone).")  # fmt: skip
+LEGEND = (
+    "Variants: `-` the human captions alone; MT(f) / MMT(f) adds the target-language captions the text-only "
+    "MT / the multimodal MMT translated from them (forward); (f+b) adds those translated back into the pivot "
+    "too; (f+b; hop 2) the back-translations alone. Roles: which captions a run trains on and which languages "
+    "it is tested on (docs/retrieval.md, language roles). mR = rsum / 6. Δ rsum: against the same model and role "
+    "trained on `-` (human captions alone)."
+)
 
 
 def chance_line(images: int) -> str:
@@ -83,8 +85,11 @@ def language_rows(results: Mapping[str, Mapping[str, Any]], lang: str) -> dict[s
     return rows
 
 
-def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str],
-                     context: ReportContext = ReportContext()) -> str:  # fmt: skip
+def results_markdown(
+    results: Mapping[str, Mapping[str, Any]],
+    variant_labels: Mapping[str, str],
+    context: ReportContext = ReportContext(),
+) -> str:
     """One table per language (the pivot's first; then per translate-search language), rows sorted by model,
     variant, role, each with its chance level; the legend and ``context.header`` above them.
 
@@ -93,9 +98,17 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: M
         variant_labels: Variant name -> how the tables show it, in the order of their rows.
         context: The pivot, the test images per language and the header lines.
     """
-    lines = ["# Retrieval results", "", *context.header, *([""] if context.header else []),
-             "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of several seeds show mean ± "
-             "sample standard deviation.", "", LEGEND, ""]  # fmt: skip
+    lines = [
+        "# Retrieval results",
+        "",
+        *context.header,
+        *([""] if context.header else []),
+        "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of several seeds show mean ± "
+        "sample standard deviation.",
+        "",
+        LEGEND,
+        "",
+    ]
     for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
         lines += [f"## {language_heading(lang)}", "", *run_table(rows, variant_labels), ""]
@@ -109,8 +122,11 @@ def results_markdown(results: Mapping[str, Mapping[str, Any]], variant_labels: M
 def translate_search_rows(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """Table 5 of the paper: query language -> run name -> the metrics of that language's queries translated into the
     pivot and searched with the run's model (with their ``std`` over replicates, when there are), languages sorted."""
-    searched = {name: {**m["translate_search"], **({"std": m["std"]["translate_search"]} if "std" in m else {})}
-                for name, m in results.items() if "translate_search" in m}  # fmt: skip
+    searched = {
+        name: {**m["translate_search"], **({"std": m["std"]["translate_search"]} if "std" in m else {})}
+        for name, m in results.items()
+        if "translate_search" in m
+    }
     langs = sorted({lang for per_lang in searched.values() for lang in per_lang if lang != "std"})
     return {lang: language_rows(searched, lang) for lang in langs}
 
@@ -137,24 +153,37 @@ def diversity_markdown(
     lines: list[str] = []
     if diversity:
         order = {name: index for index, name in enumerate(variant_labels)}
-        lines += ["## Caption diversity (train split)", "", "| variant | language | token types | bigrams |",
-                  "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "## Caption diversity (train split)",
+            "",
+            "| variant | language | token types | bigrams |",
+            "|---|---|---|---|",
+        ]
         for variant in sorted(diversity, key=lambda name: (order.get(name, len(order)), name)):
             counts = diversity[variant]
             for lang in sorted(counts["token_types"]):
                 label = variant_labels.get(variant, variant)
                 lines.append(f"| {label} | {lang} | {counts['token_types'][lang]} | {counts['bigrams'][lang]} |")
         lines.append("")
-    rows = [(target, system, hop, numbers) for target, systems in sorted(round_trips.items())
-            for system, hops in sorted(systems.items()) for hop, numbers in sorted(hops.items())]  # fmt: skip
+    rows = [
+        (target, system, hop, numbers)
+        for target, systems in sorted(round_trips.items())
+        for system, hops in sorted(systems.items())
+        for hop, numbers in sorted(hops.items())
+    ]
     if rows:
-        lines += ["## Round trips that changed their source", "",
-                  "| target | system | hop | captions | changed (%) | token types | new token types |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "## Round trips that changed their source",
+            "",
+            "| target | system | hop | captions | changed (%) | token types | new token types |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for target, system, hop, numbers in rows:
-            lines.append(f"| {target} | {system} | {hop.removeprefix('hop')} | {numbers['captions']} | "
-                         f"{100 * numbers['changed']:.1f} | {numbers.get('token_types', '-')} | "
-                         f"{numbers.get('new_types', '-')} |")  # fmt: skip
+            lines.append(
+                f"| {target} | {system} | {hop.removeprefix('hop')} | {numbers['captions']} | "
+                f"{100 * numbers['changed']:.1f} | {numbers.get('token_types', '-')} | "
+                f"{numbers.get('new_types', '-')} |"
+            )
         lines.append("")
     return lines
 
@@ -170,17 +199,26 @@ def translation_markdown(translation: Mapping[str, Mapping[str, Any]]) -> list[s
     """
     if not translation:
         return []
-    lines = ["## Translation (test captions)", "",
-             "| system | BLEU | chrF | METEOR | image awareness | image-dependent words (%) | "
-             "BLEU, sentences with them | contrastive (%) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "## Translation (test captions)",
+        "",
+        "| system | BLEU | chrF | METEOR | image awareness | image-dependent words (%) | "
+        "BLEU, sentences with them | contrastive (%) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in sorted(translation):
         metrics = translation[name]
         words, contrastive = metrics.get("image_dependent"), metrics.get("contrastive")  # absent in older files
-        cells = [name, _cell(metrics["bleu"]), _cell(metrics["chrf"]), _cell(metrics.get("meteor")),
-                 _cell(metrics.get("image_awareness")),
-                 _cell(100 * words["word_accuracy"] if isinstance(words, dict) else None),
-                 _cell(words["bleu"] if isinstance(words, dict) else None),
-                 _cell(100 * contrastive["accuracy"] if isinstance(contrastive, dict) else None)]  # fmt: skip
+        cells = [
+            name,
+            _cell(metrics["bleu"]),
+            _cell(metrics["chrf"]),
+            _cell(metrics.get("meteor")),
+            _cell(metrics.get("image_awareness")),
+            _cell(100 * words["word_accuracy"] if isinstance(words, dict) else None),
+            _cell(words["bleu"] if isinstance(words, dict) else None),
+            _cell(100 * contrastive["accuracy"] if isinstance(contrastive, dict) else None),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     return lines
@@ -203,16 +241,27 @@ def language_heading(key: str) -> str:
 def run_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> list[str]:
     """The Markdown lines of one table: a row per run (in :func:`run_order`) with its recalls and rsum (mean ± std
     over replicates where there are), mR, and its rsum against the same model and role trained on ``none``."""
-    header = ["model", "variant", "role", *[f"t2i R@{k}" for k in KS], *[f"i2t R@{k}" for k in KS], "rsum", "mR",
-              "Δ rsum"]  # fmt: skip
+    header = [
+        "model",
+        "variant",
+        "role",
+        *[f"t2i R@{k}" for k in KS],
+        *[f"i2t R@{k}" for k in KS],
+        "rsum",
+        "mR",
+        "Δ rsum",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in sorted(rows, key=run_order(variant_labels)):
         metrics = rows[name]
         model, variant, role = split_run(name)
         cells = [model, variant_labels.get(variant, variant), role]
         spread = metrics.get("std")
-        cells += [_with_std(metrics[direction][f"r{k}"], spread[direction][f"r{k}"] if spread else None)
-                  for direction in ("t2i", "i2t") for k in KS]  # fmt: skip
+        cells += [
+            _with_std(metrics[direction][f"r{k}"], spread[direction][f"r{k}"] if spread else None)
+            for direction in ("t2i", "i2t")
+            for k in KS
+        ]
         cells.append(_with_std(metrics["rsum"], spread["rsum"] if spread else None))
         cells.append(f"{metrics['rsum'] / 6:.1f}")
         baseline = rows.get(f"{model}-none-{role}")

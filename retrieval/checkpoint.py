@@ -93,24 +93,33 @@ def load_retrieval(path: PathLike, *, device: torch.device, expect_model: str | 
     try:
         vocab = Vocabulary.from_dict(checkpoint["vocab"])
         config = make_config(name, checkpoint["config"])
-        model = build_model(name, config, vocab_size=len(vocab), languages=len(vocab.languages),
-                            region_dim=int(checkpoint["region_dim"]))  # fmt: skip
+        model = build_model(
+            name,
+            config,
+            vocab_size=len(vocab),
+            languages=len(vocab.languages),
+            region_dim=int(checkpoint["region_dim"]),
+        )
     except (UnknownModelError, ValueError, TypeError) as error:
         raise InputError(f"{source}: {error}") from error
     except KeyError as error:  # after UnknownModelError, a KeyError too
         raise InputError(f"{source}: the vocabulary lacks the key {error}") from error
     _load_weights(files.weights, model, checkpoint["state_dict"])
     model.to(device).eval()
-    return LoadedModel(name, model, vocab, tuple(checkpoint["type_names"]), int(checkpoint["max_len"]),
-                       dict(checkpoint["extra"]))  # fmt: skip
+    return LoadedModel(
+        name, model, vocab, tuple(checkpoint["type_names"]), int(checkpoint["max_len"]), dict(checkpoint["extra"])
+    )
 
 
 def _load_weights(path: PathLike, model: RetrievalModel, state: dict[str, torch.Tensor]) -> None:
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
-    shapes = [f"{key}: {tuple(state[key].shape)} vs {tuple(own[key].shape)}" for key in sorted(set(own) & set(state))
-              if state[key].shape != own[key].shape]  # fmt: skip
+    shapes = [
+        f"{key}: {tuple(state[key].shape)} vs {tuple(own[key].shape)}"
+        for key in sorted(set(own) & set(state))
+        if state[key].shape != own[key].shape
+    ]
     if missing or unexpected or shapes:
         raise InputError(
             f"{path}: weights do not fit a {model.name!r} model of the stored config; "

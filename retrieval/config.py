@@ -110,8 +110,9 @@ class RetrievalConfig:
     def run_names(self) -> list[str]:
         """``<model>-<variant>-<role>`` of every run, in the order of the settings (the stages
         ``train_retrieval@<run>`` and their metrics files ``<run>.json``)."""
-        return [run_name(model, variant, role)
-                for model in self.models for variant in self.variants for role in self.roles]  # fmt: skip
+        return [
+            run_name(model, variant, role) for model in self.models for variant in self.variants for role in self.roles
+        ]
 
     def role(self, name: str, pivot: str) -> ResolvedRole:
         """The language role ``name`` over concrete codes (``pivot``; ``targets``: the other ``languages``).
@@ -123,8 +124,9 @@ class RetrievalConfig:
         resolved = role.resolve(pivot, self.languages)
         for code in (*resolved.train_languages, *resolved.test):
             if code not in self.languages:
-                raise SettingError(f"roles.{name}", f"reaches {code!r}, not one of retrieval.languages "
-                                                    f"{list(self.languages)}")  # fmt: skip
+                raise SettingError(
+                    f"roles.{name}", f"reaches {code!r}, not one of retrieval.languages {list(self.languages)}"
+                )
         return resolved
 
     def model_config(self, name: str) -> Any:

@@ -40,8 +40,9 @@ CAPTION_COLUMNS = ["caption_id", "image_id", "split", "lang", "text", "origin", 
 Translate = Callable[[list[str]], list[str]]  # query texts -> their translations, one each
 
 
-def read_captions(path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None,
-                  human_only: bool) -> list[dict[str, Any]]:  # fmt: skip
+def read_captions(
+    path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None, human_only: bool
+) -> list[dict[str, Any]]:
     """Rows of the captions table at ``path`` in ``split`` and ``languages`` (and ``kinds``; human only)."""
     if not path.is_file():
         raise InputError(f"{path}: captions table not found")
@@ -73,9 +74,18 @@ def as_caption(row: dict[str, Any]) -> Caption:
 
 
 def train_model(
-    config: RetrievalConfig, name: str, role: ResolvedRole, captions_path: Path, store_path: Path, word_vectors: Path,
-    out_dir: Path, *, seed: int, runtime: Runtime, on_epoch: Callable[[dict[str, object]], None] | None = None,
-) -> FitResult:  # fmt: skip
+    config: RetrievalConfig,
+    name: str,
+    role: ResolvedRole,
+    captions_path: Path,
+    store_path: Path,
+    word_vectors: Path,
+    out_dir: Path,
+    *,
+    seed: int,
+    runtime: Runtime,
+    on_epoch: Callable[[dict[str, object]], None] | None = None,
+) -> FitResult:
     """Train model ``name`` on the captions of the variant at ``captions_path`` that ``role`` keeps; select the
     epoch on the role's test languages; write the checkpoint ``out_dir/model`` (``model.safetensors`` + ``.json``).
 
@@ -88,12 +98,15 @@ def train_model(
     languages = tuple(lang for lang in role.train_languages if lang in present)
     untrained = [lang for lang in role.test if lang not in present]
     if untrained:
-        raise InputError(f"{captions_path}: no training captions of {', '.join(untrained)} that the role keeps "
-                         f"({_selectors(role)}), but it is tested on {', '.join(role.test)}")  # fmt: skip
+        raise InputError(
+            f"{captions_path}: no training captions of {', '.join(untrained)} that the role keeps "
+            f"({_selectors(role)}), but it is tested on {', '.join(role.test)}"
+        )
     vocab = Vocabulary.build(((row["lang"], row["text"]) for row in rows), languages, min_count=config.vocab.min_count)
     max_len = config.vocab.max_len
-    train = encode_captions([as_caption(row) for row in rows], vocab, store.row_index, max_len=max_len,
-                            source=f"{captions_path} (train)")  # fmt: skip
+    train = encode_captions(
+        [as_caption(row) for row in rows], vocab, store.row_index, max_len=max_len, source=f"{captions_path} (train)"
+    )
     validation = _validation_sets(config, role.test, captions_path, vocab, store.row_index)
     model_config = config.model_config(name)
     torch.manual_seed(seed)
@@ -104,47 +117,96 @@ def train_model(
         weights = loss.type_weights(train.type_names)
     except ValueError as error:
         raise InputError(str(error)) from None
-    logger.info("%s: %d training captions (%s), %d words, %d images in the store; loss %s, beta %s", name,
-                len(train), ", ".join(train.type_names), len(vocab), len(store), loss.kind,
-                dict(zip(train.type_names, weights, strict=True)))  # fmt: skip
-    result = fit(model, train, validation, store, loss=loss, type_weights=torch.tensor(weights), config=config.train,
-                 seed=seed, device=runtime.torch_device(), autocast=runtime.autocast(),
-                 eval_batch_size=config.evaluation.batch_size, on_epoch=on_epoch)  # fmt: skip
+    logger.info(
+        "%s: %d training captions (%s), %d words, %d images in the store; loss %s, beta %s",
+        name,
+        len(train),
+        ", ".join(train.type_names),
+        len(vocab),
+        len(store),
+        loss.kind,
+        dict(zip(train.type_names, weights, strict=True)),
+    )
+    result = fit(
+        model,
+        train,
+        validation,
+        store,
+        loss=loss,
+        type_weights=torch.tensor(weights),
+        config=config.train,
+        seed=seed,
+        device=runtime.torch_device(),
+        autocast=runtime.autocast(),
+        eval_batch_size=config.evaluation.batch_size,
+        on_epoch=on_epoch,
+    )
     if not is_writer():  # another data-parallel rank holds the same weights and writes them
         return result
     # the history without its timings (steps per second): the same run writes the same checkpoint bytes
     history = [{key: value for key, value in entry.items() if key != "steps_per_s"} for entry in result.history]
-    extra = {"best_epoch": result.best_epoch, "best_val_rsum": result.best_rsum, "history": history,
-             "store": str(store_path), "store_meta": store.meta, "loss": loss.kind, "test_languages": list(role.test),
-             "train_selectors": _selectors(role)}  # fmt: skip
+    extra = {
+        "best_epoch": result.best_epoch,
+        "best_val_rsum": result.best_rsum,
+        "history": history,
+        "store": str(store_path),
+        "store_meta": store.meta,
+        "loss": loss.kind,
+        "test_languages": list(role.test),
+        "train_selectors": _selectors(role),
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_retrieval(out_dir / MODEL, model, config=model_config, vocab=vocab, type_names=train.type_names,
-                   type_weights=weights, region_dim=store.dim, max_len=max_len, extra=extra)  # fmt: skip
+    save_retrieval(
+        out_dir / MODEL,
+        model,
+        config=model_config,
+        vocab=vocab,
+        type_names=train.type_names,
+        type_weights=weights,
+        region_dim=store.dim,
+        max_len=max_len,
+        extra=extra,
+    )
     return result
 
 
 def training_rows(config: RetrievalConfig, role: ResolvedRole, captions_path: Path) -> list[dict[str, Any]]:
     """The train split's captions that ``role`` keeps (human ones of ``config.train_kinds`` only)."""
     rows = read_captions(captions_path, split="train", languages=role.train_languages, kinds=None, human_only=False)
-    return [row for row in rows if role.keeps(row["lang"], row["origin"])
-            and (row["origin"] != "human" or row["kind"] in config.train_kinds)]  # fmt: skip
+    return [
+        row
+        for row in rows
+        if role.keeps(row["lang"], row["origin"]) and (row["origin"] != "human" or row["kind"] in config.train_kinds)
+    ]
 
 
 def _selectors(role: ResolvedRole) -> str:
     return ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
 
 
-def _validation_sets(config: RetrievalConfig, languages: tuple[str, ...], captions_path: Path, vocab: Vocabulary,
-                     image_rows: Mapping[str, int]) -> dict[str, CaptionSet]:  # fmt: skip
+def _validation_sets(
+    config: RetrievalConfig,
+    languages: tuple[str, ...],
+    captions_path: Path,
+    vocab: Vocabulary,
+    image_rows: Mapping[str, int],
+) -> dict[str, CaptionSet]:
     # Human captions, scored only: like test captions, their language type may be absent from training
     # (de-human when a role discards it), so they get their own type list.
     rows = read_captions(captions_path, split="val", languages=languages, kinds=None, human_only=True)
     kept = set(list(dict.fromkeys(row["image_id"] for row in rows))[: config.evaluation.val_images])
     rows = [row for row in rows if row["image_id"] in kept]
     source = f"{captions_path} (val)"
-    return {lang: encode_captions(evaluation_captions(rows, lang, source=source), vocab, image_rows,
-                                  max_len=config.vocab.max_len, source=source)
-            for lang in languages}  # fmt: skip
+    return {
+        lang: encode_captions(
+            evaluation_captions(rows, lang, source=source),
+            vocab,
+            image_rows,
+            max_len=config.vocab.max_len,
+            source=source,
+        )
+        for lang in languages
+    }
 
 
 def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str, str], folder: Path) -> None:
@@ -162,8 +224,16 @@ def load_word_vectors(model: torch.nn.Module, vocab: Vocabulary, files: dict[str
         logger.info("%s: %d of %d words found in %s", lang, found, len(vocab.words_of(lang)), folder / name)
 
 
-def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureStore, evaluation: EvaluationConfig,
-               languages: Sequence[str], *, source: str, runtime: Runtime) -> dict[str, Any]:  # fmt: skip
+def test_model(
+    loaded: LoadedModel,
+    rows: list[dict[str, Any]],
+    store: FeatureStore,
+    evaluation: EvaluationConfig,
+    languages: Sequence[str],
+    *,
+    source: str,
+    runtime: Runtime,
+) -> dict[str, Any]:
     """Test R@K of the model per language of ``languages`` (``rows``: the test split's human captions); with
     the ``both`` protocol, the fold means too, under ``<lang>-folds``."""
     metrics: dict[str, Any] = {}
@@ -171,9 +241,17 @@ def test_model(loaded: LoadedModel, rows: list[dict[str, Any]], store: FeatureSt
         captions = _test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
 
         def score(fold_images: int | None, captions: CaptionSet = captions) -> dict[str, Any]:
-            return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(),
-                                    fold_images=fold_images, batch_size=evaluation.batch_size,
-                                    autocast=runtime.autocast()))  # fmt: skip
+            return rounded(
+                evaluate(
+                    loaded.model,
+                    captions,
+                    store,
+                    device=runtime.torch_device(),
+                    fold_images=fold_images,
+                    batch_size=evaluation.batch_size,
+                    autocast=runtime.autocast(),
+                )
+            )
 
         metrics[lang] = score(evaluation.folds)
         if evaluation.protocol == "both":
@@ -187,17 +265,37 @@ def _test_set(loaded: LoadedModel, captions: list[Caption], store: FeatureStore,
     return encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source=source)
 
 
-def translate_search(loaded: LoadedModel, rows: list[dict[str, Any]], lang: str, pivot: str, store: FeatureStore,
-                     translate: Translate, evaluation: EvaluationConfig, *, source: str,
-                     runtime: Runtime) -> dict[str, Any]:  # fmt: skip
+def translate_search(
+    loaded: LoadedModel,
+    rows: list[dict[str, Any]],
+    lang: str,
+    pivot: str,
+    store: FeatureStore,
+    translate: Translate,
+    evaluation: EvaluationConfig,
+    *,
+    source: str,
+    runtime: Runtime,
+) -> dict[str, Any]:
     """Table 5: ``lang`` test queries translated to ``pivot`` by ``translate``, searched in ``pivot``."""
     queries = evaluation_captions(rows, lang, source=source)
     translated = translate([caption.text for caption in queries])
     if len(translated) != len(queries):
         raise ValueError(f"translation to {pivot} returned {len(translated)} sentences for {len(queries)} queries")
     # An empty (or blank) translation stays a query, of unknown words only, so that every query is still counted.
-    as_pivot = [Caption(c.caption_id, c.image_id, pivot, text.strip() or "<unk>", "mt")
-                for c, text in zip(queries, translated, strict=True)]  # fmt: skip
+    as_pivot = [
+        Caption(c.caption_id, c.image_id, pivot, text.strip() or "<unk>", "mt")
+        for c, text in zip(queries, translated, strict=True)
+    ]
     captions = _test_set(loaded, as_pivot, store, source)
-    return rounded(evaluate(loaded.model, captions, store, device=runtime.torch_device(), fold_images=evaluation.folds,
-                            batch_size=evaluation.batch_size, autocast=runtime.autocast()))  # fmt: skip
+    return rounded(
+        evaluate(
+            loaded.model,
+            captions,
+            store,
+            device=runtime.torch_device(),
+            fold_images=evaluation.folds,
+            batch_size=evaluation.batch_size,
+            autocast=runtime.autocast(),
+        )
+    )

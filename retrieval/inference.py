@@ -97,9 +97,12 @@ def encode_texts(
 
 
 def _encode_in_chunks(
-    model: RetrievalModel, count: int, batch_size: int, encode: Callable[[int, int], Embedded],
+    model: RetrievalModel,
+    count: int,
+    batch_size: int,
+    encode: Callable[[int, int], Embedded],
     autocast: AutocastFactory,
-) -> Embedded:  # fmt: skip
+) -> Embedded:
     parts = []
     with evaluating(model):
         for start, stop in chunks(count, batch_size):
@@ -148,8 +151,9 @@ def evaluate(
     # scores its share of the images against all captions; the score rows are gathered
     mine = rows[share(len(rows))]
     images = encode_images(model, regions, mine, device=device, batch_size=batch_size, autocast=autocast)
-    texts = encode_texts(model, captions, device=device, batch_size=batch_size, autocast=autocast,
-                         part=share(len(captions)))  # fmt: skip
+    texts = encode_texts(
+        model, captions, device=device, batch_size=batch_size, autocast=autocast, part=share(len(captions))
+    )
     texts = _on_every_rank(texts, device)
     sims = similarity_matrix(model, images, texts, device=device, autocast=autocast)
     sims = gather(sims.to(device)).cpu() if world_size() > 1 else sims

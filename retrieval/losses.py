@@ -83,8 +83,9 @@ class RankingLoss:
             return [1.0 / len(type_names)] * len(type_names)
         weights = [self.beta.get(name, 0.0) for name in type_names]
         if sum(weights) <= 0:
-            raise ValueError(f"retrieval.objective.beta {self.beta} gives no weight to the training types "
-                             f"{list(type_names)}")  # fmt: skip
+            raise ValueError(
+                f"retrieval.objective.beta {self.beta} gives no weight to the training types {list(type_names)}"
+            )
         return [weight / sum(weights) for weight in weights]
 
     def __call__(self, sims: Tensor, caption_image: Tensor, caption_types: Tensor, type_weights: Tensor) -> Tensor:

@@ -31,8 +31,14 @@ def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[s
     file must be identical for identical runs."""
     rows = []
     for entry in history:
-        row: dict[str, Any] = {"seed": seed, "epoch": entry["epoch"], "lr": entry["lr"], "loss": entry["loss"],
-                               "c2c_loss": entry["c2c_loss"], "val_rsum": entry["val_rsum"]}  # fmt: skip
+        row: dict[str, Any] = {
+            "seed": seed,
+            "epoch": entry["epoch"],
+            "lr": entry["lr"],
+            "loss": entry["loss"],
+            "c2c_loss": entry["c2c_loss"],
+            "val_rsum": entry["val_rsum"],
+        }
         for lang, summary in entry["val"].items():
             row |= {f"val_{lang}_{key}": value for key, value in summary.items()}
         rows.append(row)

@@ -58,11 +58,17 @@ def _cached(cache: Path, identity: str, image_ids: Sequence[str]) -> Embedded | 
         logger.warning("%s: unreadable gallery cache (%s); rebuilding it", cache, type(error).__name__)
         return None
     vectors = stored.get("vectors") if isinstance(stored, dict) else None
-    if not (isinstance(stored, dict) and stored.get("identity") == identity
-            and stored.get("image_ids") == list(image_ids)):  # fmt: skip
+    if not (
+        isinstance(stored, dict) and stored.get("identity") == identity and stored.get("image_ids") == list(image_ids)
+    ):
         return None  # another model, store or gallery: a cache of other inputs, not an error
-    if not (isinstance(vectors, torch.Tensor) and vectors.is_floating_point() and vectors.dim() >= 2
-            and vectors.size(0) == len(image_ids) and bool(torch.isfinite(vectors).all())):  # fmt: skip
+    if not (
+        isinstance(vectors, torch.Tensor)
+        and vectors.is_floating_point()
+        and vectors.dim() >= 2
+        and vectors.size(0) == len(image_ids)
+        and bool(torch.isfinite(vectors).all())
+    ):
         logger.warning("%s: gallery cache holds no finite vectors of %d images; rebuilding it", cache, len(image_ids))
         return None
     return Embedded(vectors)
@@ -92,9 +98,15 @@ def gallery_embeddings(
 
 
 def search(
-    loaded: LoadedModel, gallery: Embedded, image_ids: Sequence[str], query: str, lang: str, *, k: int,
+    loaded: LoadedModel,
+    gallery: Embedded,
+    image_ids: Sequence[str],
+    query: str,
+    lang: str,
+    *,
+    k: int,
     device: torch.device,
-) -> list[Hit]:  # fmt: skip
+) -> list[Hit]:
     """The ``k`` best images for ``query`` (in ``lang``), best first.
 
     Raises:

@@ -145,17 +145,41 @@ def fit(
         for indices in batches:
             progress = step / steps_total
             if c2c_pairs is not None and rng.random() < config.c2c_probability:
-                value = _c2c_step(model, train, c2c_pairs, optimizer, config, device, autocast, rng, loss.margin,
-                                  where=f"epoch {epoch}, step {step}")  # fmt: skip
+                value = _c2c_step(
+                    model,
+                    train,
+                    c2c_pairs,
+                    optimizer,
+                    config,
+                    device,
+                    autocast,
+                    rng,
+                    loss.margin,
+                    where=f"epoch {epoch}, step {step}",
+                )
                 c2c_losses.append(value)
             else:
-                value = _ranking_step(model, train, indices, regions, optimizer, epoch_loss, weights, config, device,
-                                      autocast, progress, where=f"epoch {epoch}, step {step}")  # fmt: skip
+                value = _ranking_step(
+                    model,
+                    train,
+                    indices,
+                    regions,
+                    optimizer,
+                    epoch_loss,
+                    weights,
+                    config,
+                    device,
+                    autocast,
+                    progress,
+                    where=f"epoch {epoch}, step {step}",
+                )
                 losses.append(value)
             step += 1
         seconds = time.perf_counter() - started
-        metrics = {lang: evaluate(model, captions, regions, device=device, batch_size=eval_batch_size,
-                                  autocast=autocast) for lang, captions in validation.items()}  # fmt: skip
+        metrics = {
+            lang: evaluate(model, captions, regions, device=device, batch_size=eval_batch_size, autocast=autocast)
+            for lang, captions in validation.items()
+        }
         rsum = float(sum(m["rsum"] for m in metrics.values()))
         entry: dict[str, object] = {
             "epoch": epoch,
@@ -167,8 +191,14 @@ def fit(
             "val": {lang: _summary(m) for lang, m in metrics.items()},
         }
         result.history.append(entry)
-        logger.info("epoch %d/%d: loss %.4f, validation rsum %.1f (%.1f steps/s)", epoch + 1, config.epochs,
-                    entry["loss"] or 0.0, rsum, entry["steps_per_s"] or 0.0)  # fmt: skip
+        logger.info(
+            "epoch %d/%d: loss %.4f, validation rsum %.1f (%.1f steps/s)",
+            epoch + 1,
+            config.epochs,
+            entry["loss"] or 0.0,
+            rsum,
+            entry["steps_per_s"] or 0.0,
+        )
         if on_epoch is not None:
             on_epoch(entry)
         if rsum > result.best_rsum:
@@ -223,8 +253,10 @@ def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tenso
     """
     value = float(total.detach())
     if not math.isfinite(value):
-        raise FloatingPointError(f"retrieval training diverged at {where}: the loss is {value} (try a lower "
-                                 f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)")  # fmt: skip
+        raise FloatingPointError(
+            f"retrieval training diverged at {where}: the loss is {value} (try a lower "
+            f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)"
+        )
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # type: ignore[no-untyped-call]
     reduce_gradients(model.parameters(), mean=True)  # every rank computed the same loss on the gathered batch

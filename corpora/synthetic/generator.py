@@ -120,16 +120,29 @@ class _Run:
     languages: Languages
 
     def wording(
-        self, rng: random.Random, lang: str, register: Register = "caption", *, own_style: bool = False,
-        formal: bool = False, comparable: bool = False,
-    ) -> Wording:  # fmt: skip
+        self,
+        rng: random.Random,
+        lang: str,
+        register: Register = "caption",
+        *,
+        own_style: bool = False,
+        formal: bool = False,
+        comparable: bool = False,
+    ) -> Wording:
         """The word choices of one sentence in ``lang``; the pivot says vague mentions vaguely. A ``comparable``
         caption may say uncommon words; a ``formal`` parallel sentence says the register's formal words."""
         seed = int(rng.random() * 2**53)
         underspecify = register == "caption" and lang == self.languages.pivot
         uncommon = self.config.uncommon if comparable else 0.0
-        return Wording(seed, register=register, paraphrase=self.config.paraphrase, underspecify=underspecify,
-                       own_style=own_style, formal=formal, uncommon=uncommon)  # fmt: skip
+        return Wording(
+            seed,
+            register=register,
+            paraphrase=self.config.paraphrase,
+            underspecify=underspecify,
+            own_style=own_style,
+            formal=formal,
+            uncommon=uncommon,
+        )
 
 
 @dataclass
@@ -246,8 +259,13 @@ def _ids_by_split(images: Sequence[_Image]) -> dict[str, list[str]]:
 
 def _scene(rng: random.Random, config: SyntheticConfig) -> Scene:
     objects = config.objects_per_image
-    return sample_scene(rng, image_size=config.image_size, min_objects=objects.min, max_objects=objects.max,
-                        look_alike=config.look_alike)  # fmt: skip
+    return sample_scene(
+        rng,
+        image_size=config.image_size,
+        min_objects=objects.min,
+        max_objects=objects.max,
+        look_alike=config.look_alike,
+    )
 
 
 def _write_captions(run: _Run, root: Path, images: Sequence[_Image], tally: _Tally) -> dict[str, int]:
@@ -283,9 +301,15 @@ def _translation_meaning(run: _Run, rng: random.Random, scene: Scene) -> tuple[M
 
 
 def _human_caption(
-    run: _Run, rng: random.Random, noise_rng: random.Random, scene: Scene, lang: str, tally: _Tally,
-    *, own_style: bool = False,
-) -> str:  # fmt: skip
+    run: _Run,
+    rng: random.Random,
+    noise_rng: random.Random,
+    scene: Scene,
+    lang: str,
+    tally: _Tally,
+    *,
+    own_style: bool = False,
+) -> str:
     """One comparable caption: sampled meaning, vague in the pivot as in task 1, worded (by the annotators of another
     corpus with ``own_style``), maybe with a mistake.
 
@@ -386,8 +410,9 @@ def _flickr_captions(run: _Run, images: Sequence[_Image], tally: _Tally) -> list
     for n in range(1, run.config.flickr.captions_per_image + 1):
         rng, noise_rng = stream(run.seed, FLICKR_FOLDER, "captions", n), stream(run.seed, FLICKR_FOLDER, "noise", n)
         for texts, image in zip(per_image, images, strict=True):
-            texts.append(_human_caption(run, rng, noise_rng, image.scene, pivot, tally,
-                                        own_style=run.config.flickr.own_style))  # fmt: skip
+            texts.append(
+                _human_caption(run, rng, noise_rng, image.scene, pivot, tally, own_style=run.config.flickr.own_style)
+            )
     return per_image
 
 

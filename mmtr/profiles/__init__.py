@@ -64,9 +64,12 @@ REPLACED_WHOLE = frozenset({"corpora", "corpus_roles", "retrieval.objective.per_
 
 
 def merge(
-    base: MutableMapping[str, Any], overlay: Mapping[str, Any], *, replaced: frozenset[str] = frozenset(),
+    base: MutableMapping[str, Any],
+    overlay: Mapping[str, Any],
+    *,
+    replaced: frozenset[str] = frozenset(),
     prefix: str = "",
-) -> None:  # fmt: skip
+) -> None:
     """Merge ``overlay`` into ``base`` in place: mappings key by key, every other value replaced. A mapping whose key
     path is in ``replaced`` loses the keys ``overlay`` leaves out (the rest merge as usual, keeping comments)."""
     if prefix.rstrip(".") in replaced:

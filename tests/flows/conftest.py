@@ -52,14 +52,14 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
     """The generate, prepare and prepare_parallel flows run once on 6/3/3 images; later stages' tests start
     from here."""
     from flows import generate, prepare, prepare_parallel
-    from tests.flows.helpers import tiny_params_tree, write_params
+    from tests.flows.helpers import flags, tiny_params_tree, write_params
 
     root = tmp_path_factory.mktemp("tiny")
     raw, prepared, parallel = root / "raw", root / "prepared" / "synthetic", root / "prepared" / "parallel"
     params = write_params(root / "params.yaml", tiny_params_tree(raw=raw))
-    generate.main(["--params", str(params), "--out", str(raw)])
-    prepare.main(["--params", str(params), "--corpus", "synthetic", "--out", str(prepared)])
-    prepare_parallel.main(["--params", str(params), "--parallel", str(raw / "parallel"), "--out", str(parallel)])
+    generate.main(flags(params=params, out=raw))
+    prepare.main(flags(params=params, corpus="synthetic", out=prepared))
+    prepare_parallel.main(flags(params=params, parallel=raw / "parallel", out=parallel))
     return TinyDataset(root, params, raw, prepared, parallel)
 
 
@@ -68,27 +68,48 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     """Features, both MMT directions, synthesis, the augmented variants and translate-search's translated queries
     of the tiny dataset (run once)."""
     from flows import augment, synthesize, train_mmt, translate_queries
-    from tests.flows.helpers import tiny_params_tree, write_params
+    from tests.flows.helpers import flags, tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
     root = tmp_path_factory.mktemp("mmt")
     store, _ = run_features(tiny_dataset, root, tiny_dataset.raw / "images", tiny_dataset.params)
-    common = ["--params", str(tiny_dataset.params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-              "--store", str(store), "--models", str(root / "models")]  # fmt: skip
+    common = flags(
+        params=tiny_dataset.params, target="de", prepared=tiny_dataset.prepared, store=store, models=root / "models"
+    )
     with_meteor = tiny_params_tree(raw=tiny_dataset.raw)
     with_meteor["mmt"]["meteor"] = True  # the one tiny run that scores METEOR end to end
     meteor_params = ["--params", str(write_params(root / "with-meteor.yaml", with_meteor))]
-    train_mmt.main([*common, *meteor_params, "--parallel", str(tiny_dataset.parallel),
-                    "--mt_models", str(root / "mt-models"), "--metrics", str(root / "metrics" / "mmt")])  # fmt: skip
-    synthesize.main([*common, "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet"),
-                     "--metrics", str(root / "metrics" / "synthesis" / "de.json")])  # fmt: skip
+    train_mmt.main(
+        [
+            *common,
+            *meteor_params,
+            *flags(parallel=tiny_dataset.parallel, mt_models=root / "mt-models", metrics=root / "metrics" / "mmt"),
+        ]
+    )
+    synthesize.main(
+        [
+            *common,
+            *flags(
+                work=root / "work",
+                out=root / "synthesized" / "de.parquet",
+                metrics=root / "metrics" / "synthesis" / "de.json",
+            ),
+        ]
+    )
     # `augment` builds the variants of retrieval.variants: here every preset of at most two hops
     every_variant = tiny_params_tree()
     every_variant["retrieval"]["variants"] = ["none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b"]
     augment_params = write_params(root / "every-variant.yaml", every_variant)
-    augment.main(["--params", str(augment_params), "--prepared", str(tiny_dataset.prepared),
-                  "--synthesized", str(root / "synthesized"), "--out", str(root / "augmented"),
-                  "--metrics", str(root / "metrics" / "augment.json")])  # fmt: skip
-    translate_queries.main(["--params", str(tiny_dataset.params), "--prepared", str(tiny_dataset.prepared),
-                            "--models", str(root / "models"), "--out", str(root / "queries")])  # fmt: skip
+    augment.main(
+        flags(
+            params=augment_params,
+            prepared=tiny_dataset.prepared,
+            synthesized=root / "synthesized",
+            out=root / "augmented",
+            metrics=root / "metrics" / "augment.json",
+        )
+    )
+    translate_queries.main(
+        flags(params=tiny_dataset.params, prepared=tiny_dataset.prepared, models=root / "models", out=root / "queries")
+    )
     return root

@@ -14,7 +14,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from corpora.prepared import read_parallel_tables, read_prepared
 from flows import prepare
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, tiny_params_tree, write_params
+from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, flags, tiny_params_tree, write_params
 
 
 async def _latest_artifact(key: str) -> object:
@@ -60,12 +60,12 @@ def test_prepare_publishes_count_table_artifact(prepared: Path) -> None:
 def test_bad_params_stop_the_stage_with_the_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     params = write_params(tmp_path / "params.yaml", tiny_params_tree(format="coco"))
     with pytest.raises(SystemExit) as stopped:
-        prepare.main(["--params", str(params), "--corpus", "synthetic", "--out", "y"])
+        prepare.main(flags(params=params, corpus="synthetic", out="y"))
     assert stopped.value.code == 2
     assert "corpora.synthetic.format: got 'coco', allowed: multi30k, karpathy, scan" in capsys.readouterr().err
     params = write_params(tmp_path / "params.yaml", tiny_params_tree())
     with pytest.raises(SystemExit) as stopped:
-        prepare.main(["--params", str(params), "--corpus", "flickr", "--out", "y"])
+        prepare.main(flags(params=params, corpus="flickr", out="y"))
     assert stopped.value.code == 2
     assert "unknown corpus 'flickr'; params.yaml corpora: synthetic" in capsys.readouterr().err
 
@@ -76,7 +76,7 @@ def test_missing_source_is_a_clear_error_and_writes_nothing(
     missing = tmp_path / "no-such-dataset"
     params = write_params(tmp_path / "params.yaml", tiny_params_tree(raw=missing))
     with pytest.raises(SystemExit) as stopped:
-        prepare.main(["--params", str(params), "--corpus", "synthetic", "--out", str(tmp_path / "prepared")])
+        prepare.main(flags(params=params, corpus="synthetic", out=tmp_path / "prepared"))
     assert stopped.value.code == 2
     assert str(missing) in capsys.readouterr().err
     assert not (tmp_path / "prepared").exists()

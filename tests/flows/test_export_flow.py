@@ -14,7 +14,7 @@ from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows import export
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import TINY_SPLITS, tiny_params_tree, write_params
+from tests.flows.helpers import TINY_SPLITS, flags, tiny_params_tree, write_params
 from tests.flows.test_data_flows import _latest_artifact
 
 
@@ -24,16 +24,26 @@ def augmented(tiny_dataset: TinyDataset, root: Path) -> Path:
     corpus = read_prepared(tiny_dataset.prepared)
     write_captions(corpus.captions, root / "none" / "captions.parquet", images=corpus.images)
     captions = corpus.captions
-    pivot = captions.filter(pc.and_(pc.equal(captions.column("split"), "train"),
-                                    pc.equal(captions.column("lang"), "en"))).slice(0, 3)  # fmt: skip
+    pivot = captions.filter(
+        pc.and_(pc.equal(captions.column("split"), "train"), pc.equal(captions.column("lang"), "en"))
+    ).slice(0, 3)
     parents = pivot.column("caption_id").to_pylist()
-    synthesized = pa.table({
-        "caption_id": [f"{parent}>mmt-en-de" for parent in parents], "image_id": pivot.column("image_id"),
-        "split": pivot.column("split"), "lang": ["de"] * 3, "text": ["ein Ding", "zwei Dinge", "drei Dinge"],
-        "origin": ["mmt"] * 3, "system": ["mmt-en-de"] * 3, "hop": pa.array([1] * 3, pa.int32()),
-        "parent_id": parents, "kind": pivot.column("kind")}, schema=captions.schema)  # fmt: skip
-    write_captions(pa.concat_tables([captions, synthesized]), root / "mmt_f" / "captions.parquet",
-                   images=corpus.images)  # fmt: skip
+    synthesized = pa.table(
+        {
+            "caption_id": [f"{parent}>mmt-en-de" for parent in parents],
+            "image_id": pivot.column("image_id"),
+            "split": pivot.column("split"),
+            "lang": ["de"] * 3,
+            "text": ["ein Ding", "zwei Dinge", "drei Dinge"],
+            "origin": ["mmt"] * 3,
+            "system": ["mmt-en-de"] * 3,
+            "hop": pa.array([1] * 3, pa.int32()),
+            "parent_id": parents,
+            "kind": pivot.column("kind"),
+        },
+        schema=captions.schema,
+    )
+    write_captions(pa.concat_tables([captions, synthesized]), root / "mmt_f" / "captions.parquet", images=corpus.images)
     return root
 
 
@@ -41,9 +51,15 @@ def run_export(tiny_dataset: TinyDataset, tmp_path: Path, **settings: object) ->
     tree = tiny_params_tree(raw=tiny_dataset.raw)
     tree["export"].update(settings)
     params = write_params(tmp_path / "params.yaml", tree)
-    return ["--params", str(params), "--augmented", str(augmented(tiny_dataset, tmp_path / "augmented")),
-            "--prepared", str(tiny_dataset.prepared), "--corpus", "synthetic", "--synthetic", str(tiny_dataset.raw),
-            "--store", str(tmp_path / "no-store"), "--out", str(tmp_path / "exports")]  # fmt: skip
+    return flags(
+        params=params,
+        augmented=augmented(tiny_dataset, tmp_path / "augmented"),
+        prepared=tiny_dataset.prepared,
+        corpus="synthetic",
+        synthetic=tiny_dataset.raw,
+        store=tmp_path / "no-store",
+        out=tmp_path / "exports",
+    )
 
 
 def test_export_writes_every_variant_with_images(
@@ -57,8 +73,11 @@ def test_export_writes_every_variant_with_images(
     out = tmp_path / "exports"
     assert sorted(path.name for path in out.iterdir()) == ["mmt_f", "none"]
     per_image = 4 * (5 + 1)  # 4 languages x (5 comparable + 1 translation)
-    sizes = {"train": TINY_SPLITS["train"] * per_image, "validation": TINY_SPLITS["val"] * per_image,
-             "test": TINY_SPLITS["test"] * per_image}  # fmt: skip
+    sizes = {
+        "train": TINY_SPLITS["train"] * per_image,
+        "validation": TINY_SPLITS["val"] * per_image,
+        "test": TINY_SPLITS["test"] * per_image,
+    }
     none = datasets.load_from_disk(str(out / "none" / "hf"))
     mmt_f = datasets.load_dataset("parquet", data_dir=str(out / "mmt_f" / "data"), cache_dir=str(tmp_path / "cache"))
     assert {name: len(split) for name, split in none.items()} == sizes

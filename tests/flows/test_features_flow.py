@@ -13,30 +13,22 @@ import torch
 from features.store import FeatureStore
 from flows import features
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 
 def run_features(dataset: TinyDataset, root: Path, images: Path, params: Path) -> tuple[Path, Path]:
     out, metrics = root / "features" / "compact", root / "metrics" / "compact.json"
     features.main(
-        [
-            "--params",
-            str(params),
-            "--prepared",
-            str(dataset.prepared),
-            "--images",
-            str(images),
-            "--boxes",
-            str(dataset.raw / "objects.parquet"),
-            "--inputs",
-            str(root / "inputs"),
-            "--work",
-            str(root / "work"),
-            "--out",
-            str(out),
-            "--metrics",
-            str(metrics),
-        ]
+        flags(
+            params=params,
+            prepared=dataset.prepared,
+            images=images,
+            boxes=dataset.raw / "objects.parquet",
+            inputs=root / "inputs",
+            work=root / "work",
+            out=out,
+            metrics=metrics,
+        )
     )
     return out, metrics
 

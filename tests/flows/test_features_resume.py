@@ -41,12 +41,26 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def command(root: Path, name: str) -> list[str]:
     return [
-        sys.executable, "-m", "flows.features", "--params", str(root / "params.yaml"),
-        "--prepared", str(root / "prepared"), "--images", str(root / "raw" / "images"),
-        "--boxes", str(root / "raw" / "objects.parquet"), "--inputs", str(root / "inputs"),
-        "--work", str(root / f"work-{name}"), "--out", str(root / f"store-{name}"),
-        "--metrics", str(root / f"metrics-{name}.json"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "flows.features",
+        "--params",
+        str(root / "params.yaml"),
+        "--prepared",
+        str(root / "prepared"),
+        "--images",
+        str(root / "raw" / "images"),
+        "--boxes",
+        str(root / "raw" / "objects.parquet"),
+        "--inputs",
+        str(root / "inputs"),
+        "--work",
+        str(root / f"work-{name}"),
+        "--out",
+        str(root / f"store-{name}"),
+        "--metrics",
+        str(root / f"metrics-{name}.json"),
+    ]
 
 
 def receipts(root: Path, name: str) -> int:

@@ -17,7 +17,7 @@ from flows import augment, synthesize, train_mmt
 from mmtr import cli
 from mmtr.params import load_params
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -68,8 +68,10 @@ def test_both_directions_and_both_systems_are_trained_and_scored(trained: Path) 
 
 def test_synthesized_captions_have_provenance(trained: Path) -> None:
     table = pq.read_table(trained / "synthesized" / "de.parquet")
-    counts = {system: pc.sum(pc.equal(table.column("system"), system)).as_py() for system in
-              ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en")}  # fmt: skip
+    counts = {
+        system: pc.sum(pc.equal(table.column("system"), system)).as_py()
+        for system in ("mmt-en-de", "mmt-de-en", "mt-en-de", "mt-de-en")
+    }
     assert counts == dict.fromkeys(counts, 6 * 5)  # 6 train images x 5 comparable English captions per pass
     hop2 = table.filter(pc.equal(table.column("system"), "mmt-de-en"))
     assert set(hop2.column("hop").to_pylist()) == {2} and set(hop2.column("lang").to_pylist()) == {"en"}
@@ -79,8 +81,9 @@ def test_synthesized_captions_have_provenance(trained: Path) -> None:
 def test_variants_and_diversity(trained: Path) -> None:
     variants = ("none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b")
     assert sorted(path.name for path in (trained / "augmented").iterdir()) == sorted(variants)
-    sizes = {variant: read_captions(trained / "augmented" / variant / "captions.parquet").num_rows
-             for variant in variants}  # fmt: skip
+    sizes = {
+        variant: read_captions(trained / "augmented" / variant / "captions.parquet").num_rows for variant in variants
+    }
     assert sizes["mmt_f"] == sizes["none"] + 30 and sizes["mmt_fb"] == sizes["none"] + 60 == sizes["mt_fb"]
     assert sizes["mmt_b"] == sizes["none"] + 30 == sizes["mt_b"]
     diversity = json.loads((trained / "metrics" / "augment.json").read_text())
@@ -107,10 +110,18 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
     params = write_params(tmp_path / "three-hops.yaml", tree)
     synthesized = tmp_path / "synthesized" / "de.parquet"
     # in the two-hop run's work folder: its finished shards of hops 1 and 2 are reused
-    synthesize.main(["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-                     "--store", str(trained / "features" / "compact"), "--models", str(trained / "models"),
-                     "--work", str(trained / "work"), "--out", str(synthesized),
-                     "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip
+    synthesize.main(
+        flags(
+            params=params,
+            target="de",
+            prepared=tiny_dataset.prepared,
+            store=trained / "features" / "compact",
+            models=trained / "models",
+            work=trained / "work",
+            out=synthesized,
+            metrics=tmp_path / "synthesis.json",
+        )
+    )
     table = pq.read_table(synthesized)
     two_hops = pq.read_table(trained / "synthesized" / "de.parquet")
     assert table.filter(pc.less_equal(table.column("hop"), 2)).equals(two_hops)
@@ -135,9 +146,15 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
     before = [by_id[by_id[row["parent_id"]]["parent_id"]]["text"] for row in mmt_third]
     expected = changed_share(before, [row["text"] for row in mmt_third], "de")
     assert round_trips["mmt"]["hop3"]["captions"] == 30 and round_trips["mmt"]["hop3"]["changed"] == expected
-    augment.main(["--params", str(params), "--prepared", str(tiny_dataset.prepared),
-                  "--synthesized", str(tmp_path / "synthesized"), "--out", str(tmp_path / "augmented"),
-                  "--metrics", str(tmp_path / "augment.json")])  # fmt: skip
+    augment.main(
+        flags(
+            params=params,
+            prepared=tiny_dataset.prepared,
+            synthesized=tmp_path / "synthesized",
+            out=tmp_path / "augmented",
+            metrics=tmp_path / "augment.json",
+        )
+    )
     assert sorted(path.name for path in (tmp_path / "augmented").iterdir()) == ["mmt_fbf", "none", "paraphrases"]
     human = read_captions(tmp_path / "augmented" / "none" / "captions.parquet")
     fbf = read_captions(tmp_path / "augmented" / "mmt_fbf" / "captions.parquet")
@@ -150,8 +167,17 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
     assert all(row["parent_id"] in human_ids for row in added)  # hop 1 is not in the variant: its human source is
     # measured: every preset that three hops of both systems make, and the custom variant; written: the three above
     assert list(json.loads((tmp_path / "augment.json").read_text())) == [
-        "mmt_b", "mmt_f", "mmt_fb", "mmt_fbf", "mt_b", "mt_f", "mt_fb", "mt_fbf", "none", "paraphrases"
-    ]  # fmt: skip
+        "mmt_b",
+        "mmt_f",
+        "mmt_fb",
+        "mmt_fbf",
+        "mt_b",
+        "mt_f",
+        "mt_fb",
+        "mt_fbf",
+        "none",
+        "paraphrases",
+    ]
 
 
 def test_translate_cli_with_and_without_regions(
@@ -167,8 +193,23 @@ def test_translate_cli_with_and_without_regions(
     cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)])
     assert len(capsys.readouterr().out.splitlines()) == 1
     for checkpoint in ("pretrain", "pretrain.safetensors"):  # the MMT folder's text-only pre-trained checkpoint
-        cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input",
-                  str(source), "--checkpoint", checkpoint])  # fmt: skip
+        cli.main(
+            [
+                "translate",
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--models",
+                models,
+                "--store",
+                store,
+                "--input",
+                str(source),
+                "--checkpoint",
+                checkpoint,
+            ]
+        )
         assert len(capsys.readouterr().out.splitlines()) == 1
     source.write_text("nosuchimage\tA red circle.\n", encoding="utf-8")
     with pytest.raises(SystemExit):
@@ -191,8 +232,23 @@ def test_translate_cli_loads_any_backend_through_the_registry(
     source = trained / "text-only.tsv"
     source.write_text("syn000001\tA red circle.\n", encoding="utf-8")
     store = str(trained / "features" / "compact")
-    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--model", f"{models}/mt-en-de",
-              "--store", store, "--input", str(source)])  # fmt: skip
+    cli.main(
+        [
+            "translate",
+            "--src",
+            "en",
+            "--tgt",
+            "de",
+            "--models",
+            models,
+            "--model",
+            f"{models}/mt-en-de",
+            "--store",
+            store,
+            "--input",
+            str(source),
+        ]
+    )
     assert len(capsys.readouterr().out.splitlines()) == 1
     with pytest.raises(SystemExit):
         cli.main(["translate", "--src", "de", "--tgt", "en", "--models", models, "--model", f"{models}/mt-en-de"])
@@ -212,17 +268,27 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     tree["mmt"].update(mt_system="marian")
     tree["mmt"]["marian"]["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
     params = write_params(tmp_path / "marian.yaml", tree)
-    common = ["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-              "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models")]  # fmt: skip
-    train_mmt.main([*common, "--parallel", str(tiny_dataset.parallel), "--mt_models", str(tmp_path / "mt-models"),
-                    "--metrics", str(tmp_path / "metrics")])  # fmt: skip
+    common = flags(
+        params=params,
+        target="de",
+        prepared=tiny_dataset.prepared,
+        store=trained / "features" / "compact",
+        models=tmp_path / "models",
+    )
+    train_mmt.main(
+        [
+            *common,
+            *flags(parallel=tiny_dataset.parallel, mt_models=tmp_path / "mt-models", metrics=tmp_path / "metrics"),
+        ]
+    )
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.safetensors").exists()
     marian = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
     assert marian == {"backend": "marian", "src": "en", "tgt": "de"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
-    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "de.parquet"),
-                     "--metrics", str(tmp_path / "synthesis.json")])  # fmt: skip
+    synthesize.main(
+        [*common, *flags(work=tmp_path / "work", out=tmp_path / "de.parquet", metrics=tmp_path / "synthesis.json")]
+    )
     table = pq.read_table(tmp_path / "de.parquet")
     assert pc.sum(pc.equal(table.column("system"), "mt-de-en")).as_py() == 30
 
@@ -240,10 +306,18 @@ def test_both_directions_at_once_train_what_one_after_the_other_trains(
     threads = cpu_threads()
     use_cpu_threads(2 * threads)
     try:
-        train_mmt.main(["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-                        "--store", str(trained / "features" / "compact"), "--models", str(tmp_path / "models"),
-                        "--parallel", str(tiny_dataset.parallel), "--mt_models", str(tmp_path / "mt-models"),
-                        "--metrics", str(tmp_path / "metrics")])  # fmt: skip
+        train_mmt.main(
+            flags(
+                params=params,
+                target="de",
+                prepared=tiny_dataset.prepared,
+                store=trained / "features" / "compact",
+                models=tmp_path / "models",
+                parallel=tiny_dataset.parallel,
+                mt_models=tmp_path / "mt-models",
+                metrics=tmp_path / "metrics",
+            )
+        )
     finally:
         use_cpu_threads(threads)
     assert f"Training en->de and de->en at once, {threads} CPU thread(s) each" in caplog.text

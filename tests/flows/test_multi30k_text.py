@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.metrics_files import read_metrics
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +64,15 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     tree = tiny_params_tree()
     tree["languages"]["targets"] = ["de"]
     no_images = str(tmp_path / "no-images")
-    tree["corpora"] = {"multi30k": {"format": "multi30k", "dataset": "multi30k", "source": str(source),
-                                    "images": no_images, "boxes": no_images}}  # fmt: skip
+    tree["corpora"] = {
+        "multi30k": {
+            "format": "multi30k",
+            "dataset": "multi30k",
+            "source": str(source),
+            "images": no_images,
+            "boxes": no_images,
+        }
+    }
     tree["corpus_roles"] = {"mmt_finetune": "multi30k", "target": "multi30k"}
     tree["prepare"]["read_image_sizes"] = False
     tree["prepare"]["multi30k"].update(tasks=["task1"])
@@ -81,15 +88,16 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     params = str(write_params(tmp_path / "params.yaml", tree))
 
     prepared, prepared_parallel, models = tmp_path / "prepared", tmp_path / "parallel", tmp_path / "models"
-    prepare.main(["--params", params, "--corpus", "multi30k", "--out", str(prepared)])
-    prepare_parallel.main(["--params", params, "--parallel", str(parallel), "--out", str(prepared_parallel)])
+    prepare.main(flags(params=params, corpus="multi30k", out=prepared))
+    prepare_parallel.main(flags(params=params, parallel=parallel, out=prepared_parallel))
     images = pq.read_table(prepared / "images.parquet")
     assert images.num_rows == TRAIN_SENTENCES + VAL_SENTENCES + 1000
     assert images.column("width").null_count == images.num_rows  # no image was opened
 
-    common = ["--params", params, "--target", "de", "--prepared", str(prepared), "--models", str(models)]
-    train_mmt.main([*common, "--parallel", str(prepared_parallel), "--mt_models", str(tmp_path / "mt-models"),
-                    "--metrics", str(tmp_path / "metrics")])  # fmt: skip
+    common = flags(params=params, target="de", prepared=prepared, models=models)
+    train_mmt.main(
+        [*common, *flags(parallel=prepared_parallel, mt_models=tmp_path / "mt-models", metrics=tmp_path / "metrics")]
+    )
     assert sorted(path.name for path in models.iterdir()) == ["mmt-de-en", "mmt-en-de", "mt-de-en", "mt-en-de"]
     assert not (models / "mmt-en-de" / "finetune.safetensors").exists(), "the MMT needs images: not trained here"
     for name in ("mt-en-de", "mt-de-en"):
@@ -97,8 +105,12 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
         assert metrics["test_sentences"] == 1000, f"{name}: scored on the whole test2016 split"
         assert metrics["bleu"] > 4.0, f"{name}: BLEU {metrics['bleu']:.2f} on test2016 after training on real text"
 
-    synthesize.main([*common, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "synthesized.parquet"),
-                     "--metrics", str(tmp_path / "round-trips.json")])  # fmt: skip
+    synthesize.main(
+        [
+            *common,
+            *flags(work=tmp_path / "work", out=tmp_path / "synthesized.parquet", metrics=tmp_path / "round-trips.json"),
+        ]
+    )
     synthesized = pq.read_table(tmp_path / "synthesized.parquet").to_pylist()
     assert {row["origin"] for row in synthesized} == {"mt"}
     assert [sum(row["hop"] == hop for row in synthesized) for hop in (1, 2)] == [TRAIN_SENTENCES] * 2

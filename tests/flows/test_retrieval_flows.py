@@ -18,7 +18,7 @@ from mmt.systems import load_system
 from mmtr import cli
 from retrieval.zoo.registry import MODELS
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +26,20 @@ pytestmark = pytest.mark.slow
 def run_stage(tiny_dataset: TinyDataset, trained: Path, model: str, variant: str, role: str = "all") -> Path:
     name = f"{model}-{variant}-{role}"
     out, metrics = trained / "retrieval" / name, trained / "metrics" / "retrieval"
-    train_retrieval.main(["--params", str(tiny_dataset.params), "--model", model, "--variant", variant, "--role", role,
-                          "--augmented", str(trained / "augmented"), "--store", str(trained / "features" / "compact"),
-                          "--word_vectors", str(trained / "word-vectors"), "--queries", str(trained / "queries"),
-                          "--out", str(out), "--metrics", str(metrics / f"{name}.json")])  # fmt: skip
+    train_retrieval.main(
+        flags(
+            params=tiny_dataset.params,
+            model=model,
+            variant=variant,
+            role=role,
+            augmented=trained / "augmented",
+            store=trained / "features" / "compact",
+            word_vectors=trained / "word-vectors",
+            queries=trained / "queries",
+            out=out,
+            metrics=metrics / f"{name}.json",
+        )
+    )
     return out
 
 
@@ -94,18 +104,26 @@ def test_report_tables_every_run(
     out = trained / "reports"
     metrics = trained / "metrics" / "retrieval"
     tree = yaml.safe_load(tiny_dataset.params.read_text(encoding="utf-8"))
-    tree["retrieval"].update(models=list(MODELS), variants=["none", "mmt_f"],
-                             roles=["all", "discard_human_targets", "pivot_only"])  # fmt: skip
+    tree["retrieval"].update(
+        models=list(MODELS), variants=["none", "mmt_f"], roles=["all", "discard_human_targets", "pivot_only"]
+    )
     params = write_params(tmp_path / "params.yaml", tree)
     stale = metrics / "san-none-pivot_test.json"
     stale.write_bytes((metrics / "san-none-all.json").read_bytes())
     try:
-        report.main(["--params", str(params), "--metrics", str(metrics),
-                     "--synthesized", str(trained / "synthesized"), "--prepared", str(tiny_dataset.prepared),
-                     "--corpus", "synthetic", "--out", str(out),
-                     "--diversity", str(trained / "metrics" / "augment.json"),
-                     "--round_trips", str(trained / "metrics" / "synthesis"),
-                     "--translation", str(trained / "metrics" / "mmt")])  # fmt: skip
+        report.main(
+            flags(
+                params=params,
+                metrics=metrics,
+                synthesized=trained / "synthesized",
+                prepared=tiny_dataset.prepared,
+                corpus="synthetic",
+                out=out,
+                diversity=trained / "metrics" / "augment.json",
+                round_trips=trained / "metrics" / "synthesis",
+                translation=trained / "metrics" / "mmt",
+            )
+        )
     finally:
         stale.unlink()
     markdown = (out / "results.md").read_text()
@@ -130,8 +148,18 @@ def test_search_cli_ranks_the_gallery_and_caches_it(
     """The gallery cache lives outside the model folder (a DVC output reading must not change); a corrupt or
     planted cache is rebuilt, never trusted."""
     cache = tmp_path / "cache"
-    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"), "-k", "2",
-              "--store", str(trained / "features" / "compact"), "--cache-dir", str(cache)]  # fmt: skip
+    common = [
+        "--prepared",
+        str(tiny_dataset.prepared),
+        "--images",
+        str(tiny_dataset.raw / "images"),
+        "-k",
+        "2",
+        "--store",
+        str(trained / "features" / "compact"),
+        "--cache-dir",
+        str(cache),
+    ]
     model = runs["san-mmt_f-all"]
     before = sorted(path.name for path in model.iterdir())
     cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", *common])
@@ -161,8 +189,9 @@ def test_search_cli_ranks_the_gallery_and_caches_it(
 def test_search_cli_errors(
     runs: dict[str, Path], trained: Path, tiny_dataset: TinyDataset, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    common = ["--prepared", str(tiny_dataset.prepared), "--images", str(tiny_dataset.raw / "images"),
-              "--store", str(trained / "features" / "compact")]  # fmt: skip
+    common = flags(
+        prepared=tiny_dataset.prepared, images=tiny_dataset.raw / "images", store=trained / "features" / "compact"
+    )
     with pytest.raises(SystemExit):
         cli.main(["search", "un cercle", "--model", str(runs["san-mmt_f-all"]), "--lang", "fr", *common])
     assert "trained on en, de" in capsys.readouterr().err
@@ -192,8 +221,9 @@ def test_translate_search_queries_are_translated_once_by_their_own_stage(
 ) -> None:
     """translate_queries: every human de test caption, translated by mt-de-en; the retrieval runs read this file."""
     captions = read_prepared(tiny_dataset.prepared).captions.to_pylist()
-    expected = sorted({row["text"] for row in captions
-                       if (row["split"], row["origin"], row["lang"]) == ("test", "human", "de")})  # fmt: skip
+    expected = sorted(
+        {row["text"] for row in captions if (row["split"], row["origin"], row["lang"]) == ("test", "human", "de")}
+    )
     table = pq.read_table(trained / "queries" / "de-en.parquet").to_pylist()
     assert [row["text"] for row in table] == expected and all(row["translation"].strip() for row in table)
     system = load_system(str(trained / "models" / "mt-de-en"), None, Runtime())
@@ -204,6 +234,7 @@ def test_translate_search_queries_are_translated_once_by_their_own_stage(
     tree = tiny_params_tree()
     tree["retrieval"]["translate_search"]["languages"] = []
     params = write_params(tmp_path / "params.yaml", tree)
-    translate_queries.main(["--params", str(params), "--prepared", str(tiny_dataset.prepared),
-                            "--models", str(trained / "models"), "--out", str(tmp_path / "queries")])  # fmt: skip
+    translate_queries.main(
+        flags(params=params, prepared=tiny_dataset.prepared, models=trained / "models", out=tmp_path / "queries")
+    )
     assert sorted(path.name for path in (tmp_path / "queries").iterdir()) == ["queries.json"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.flows.conftest import TinyDataset
+from tests.flows.helpers import flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow]
 REPO = Path(__file__).resolve().parents[2]
@@ -22,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def kill_when(command: list[str], ready: Callable[[], bool], env: dict[str, str], timeout: float = 300) -> None:
     """Start ``command``, SIGKILL its process group as soon as ``ready()`` holds (or fail if it never does)."""
-    process = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + timeout
     while not ready() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -40,10 +42,27 @@ def test_train_mmt_killed_mid_training_leaves_no_system_folder(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
     models, metrics = tmp_path / "models", tmp_path / "metrics"
-    command = [sys.executable, "-m", "flows.train_mmt", "--params", str(tiny_dataset.params), "--target", "de",
-               "--prepared", str(tiny_dataset.prepared), "--store", str(trained / "features" / "compact"),
-               "--models", str(models), "--parallel", str(tiny_dataset.parallel),
-               "--mt_models", str(tmp_path / "mt-models"), "--metrics", str(metrics)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "flows.train_mmt",
+        "--params",
+        str(tiny_dataset.params),
+        "--target",
+        "de",
+        "--prepared",
+        str(tiny_dataset.prepared),
+        "--store",
+        str(trained / "features" / "compact"),
+        "--models",
+        str(models),
+        "--parallel",
+        str(tiny_dataset.parallel),
+        "--mt_models",
+        str(tmp_path / "mt-models"),
+        "--metrics",
+        str(metrics),
+    ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
 
     def first_direction_fine_tuned() -> bool:  # the en->de MMT has its best-so-far checkpoint: mid-stage
@@ -65,9 +84,21 @@ def test_augment_killed_leaves_every_variant_or_none(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
     out = tmp_path / "augmented"
-    command = [sys.executable, "-m", "flows.augment", "--params", str(trained / "every-variant.yaml"),
-               "--prepared", str(tiny_dataset.prepared), "--synthesized", str(trained / "synthesized"),
-               "--out", str(out), "--metrics", str(tmp_path / "augment.json")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "flows.augment",
+        "--params",
+        str(trained / "every-variant.yaml"),
+        "--prepared",
+        str(tiny_dataset.prepared),
+        "--synthesized",
+        str(trained / "synthesized"),
+        "--out",
+        str(out),
+        "--metrics",
+        str(tmp_path / "augment.json"),
+    ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".augmented.*.tmp/*/captions.parquet")), env)
     assert not out.exists() and not (tmp_path / "augment.json").exists()
@@ -84,10 +115,31 @@ def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
     tree["retrieval"]["replicates"] = 2
     params = write_params(tmp_path / "params.yaml", tree)
     out, metrics = tmp_path / "san-mmt_f-all", tmp_path / "san-mmt_f-all.json"
-    command = [sys.executable, "-m", "flows.train_retrieval", "--params", str(params), "--model", "san",
-               "--variant", "mmt_f", "--role", "all", "--augmented", str(trained / "augmented"),
-               "--store", str(trained / "features" / "compact"), "--word_vectors", str(REPO / "data/raw/word-vectors"),
-               "--queries", str(trained / "queries"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "flows.train_retrieval",
+        "--params",
+        str(params),
+        "--model",
+        "san",
+        "--variant",
+        "mmt_f",
+        "--role",
+        "all",
+        "--augmented",
+        str(trained / "augmented"),
+        "--store",
+        str(trained / "features" / "compact"),
+        "--word_vectors",
+        str(REPO / "data/raw/word-vectors"),
+        "--queries",
+        str(trained / "queries"),
+        "--out",
+        str(out),
+        "--metrics",
+        str(metrics),
+    ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.json")), env)  # first seed done
     assert not out.exists() and not metrics.exists()
@@ -129,11 +181,15 @@ def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
         args = ["--parallel", str(tiny_dataset.raw / "parallel")]
     else:
         out = tmp_path / "reports"
-        args = ["--metrics", str(trained / "metrics" / "retrieval"), "--synthesized", str(trained / "synthesized"),
-                "--prepared", str(tiny_dataset.prepared), "--corpus", "synthetic",
-                "--diversity", str(trained / "metrics" / "augment.json"),
-                "--round_trips", str(trained / "metrics" / "synthesis"),
-                "--translation", str(trained / "metrics" / "mmt")]  # fmt: skip
+        args = flags(
+            metrics=trained / "metrics" / "retrieval",
+            synthesized=trained / "synthesized",
+            prepared=tiny_dataset.prepared,
+            corpus="synthetic",
+            diversity=trained / "metrics" / "augment.json",
+            round_trips=trained / "metrics" / "synthesis",
+            translation=trained / "metrics" / "mmt",
+        )
     if stage == "report" and not (trained / "metrics" / "retrieval").is_dir():  # run alone: one run to report
         from tests.flows.test_retrieval_flows import run_stage
 
@@ -142,8 +198,14 @@ def test_a_stage_whose_write_is_one_folder_swap_leaves_it_absent_or_complete(
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     reference = tmp_path / "reference"
     subprocess.run([*command, "--out", str(reference)], cwd=REPO, env=env, check=True, capture_output=True)
-    process = subprocess.Popen([*command, "--out", str(out)], cwd=REPO, env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [*command, "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     while not any(tmp_path.glob(f".{out.name}.*.tmp")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.001)
@@ -160,10 +222,27 @@ def test_synthesize_killed_after_its_first_shards_publishes_nothing_and_resumes(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
     out, metrics, work = tmp_path / "de.parquet", tmp_path / "de.json", tmp_path / "work"
-    command = [sys.executable, "-m", "flows.synthesize", "--params", str(tiny_dataset.params), "--target", "de",
-               "--prepared", str(tiny_dataset.prepared), "--store", str(trained / "features" / "compact"),
-               "--models", str(trained / "models"), "--work", str(work), "--out", str(out),
-               "--metrics", str(metrics)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "flows.synthesize",
+        "--params",
+        str(tiny_dataset.params),
+        "--target",
+        "de",
+        "--prepared",
+        str(tiny_dataset.prepared),
+        "--store",
+        str(trained / "features" / "compact"),
+        "--models",
+        str(trained / "models"),
+        "--work",
+        str(work),
+        "--out",
+        str(out),
+        "--metrics",
+        str(metrics),
+    ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: len(list(work.rglob("shard-*.parquet"))) >= 2, env)
     assert not out.exists() and not metrics.exists()

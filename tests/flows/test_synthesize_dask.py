@@ -8,7 +8,7 @@ import pytest
 
 from flows import synthesize
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -18,10 +18,18 @@ SHARDS_PER_PASS = 3  # 6 train images x 5 comparable English captions, synthesis
 
 def run_synthesize(dataset: TinyDataset, trained: Path, root: Path, params: Path) -> None:
     """The `synthesize@de` stage with the `trained` fixture's systems and features; every output under ``root``."""
-    synthesize.main(["--params", str(params), "--target", "de", "--prepared", str(dataset.prepared),
-                     "--store", str(trained / "features" / "compact"), "--models", str(trained / "models"),
-                     "--work", str(root / "work"), "--out", str(root / "synthesized" / "de.parquet"),
-                     "--metrics", str(root / "metrics" / "synthesis" / "de.json")])  # fmt: skip
+    synthesize.main(
+        flags(
+            params=params,
+            target="de",
+            prepared=dataset.prepared,
+            store=trained / "features" / "compact",
+            models=trained / "models",
+            work=root / "work",
+            out=root / "synthesized" / "de.parquet",
+            metrics=root / "metrics" / "synthesis" / "de.json",
+        )
+    )
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

@@ -15,7 +15,7 @@ import pytest
 
 from flows import train_mmt, train_retrieval
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import tiny_params_tree, write_params
+from tests.flows.helpers import flags, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +26,9 @@ def stage_process(module: str, argv: list[str], prefect_api_url: str) -> subproc
     """``python -m <module> <argv>`` as DVC runs it (the stage starts torchrun itself), reporting to the session's
     Prefect server (else rank 0 would start a temporary one)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PREFECT_API_URL": prefect_api_url}
-    return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def params_with(tmp_path: Path, name: str, nproc: int, tiny_dataset: TinyDataset, *, mmt_only: bool = False) -> Path:
@@ -41,10 +42,18 @@ def params_with(tmp_path: Path, name: str, nproc: int, tiny_dataset: TinyDataset
 
 
 def retrieval_argv(params: Path, trained: Path, out: Path) -> list[str]:
-    return ["--params", str(params), "--model", "san", "--variant", "mmt_f", "--role", "all",
-            "--augmented", str(trained / "augmented"), "--store", str(trained / "features" / "compact"),
-            "--word_vectors", str(trained / "word-vectors"), "--queries", str(trained / "queries"),
-            "--out", str(out / "model"), "--metrics", str(out / "metrics.json")]  # fmt: skip
+    return flags(
+        params=params,
+        model="san",
+        variant="mmt_f",
+        role="all",
+        augmented=trained / "augmented",
+        store=trained / "features" / "compact",
+        word_vectors=trained / "word-vectors",
+        queries=trained / "queries",
+        out=out / "model",
+        metrics=out / "metrics.json",
+    )
 
 
 def read(path: Path) -> Any:
@@ -56,8 +65,11 @@ def test_train_retrieval_on_two_ranks_matches_one_process(
 ) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     train_retrieval.main(retrieval_argv(params_with(tmp_path, "one", 1, tiny_dataset), trained, one))
-    done = stage_process("flows.train_retrieval", retrieval_argv(params_with(tmp_path, "two", 2, tiny_dataset),
-                                                                 trained, two), prefect_api_url)  # fmt: skip
+    done = stage_process(
+        "flows.train_retrieval",
+        retrieval_argv(params_with(tmp_path, "two", 2, tiny_dataset), trained, two),
+        prefect_api_url,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch.distributed.run" not in done.stderr or "Traceback" not in done.stderr
     # one model folder, written once, with the same files
@@ -75,10 +87,16 @@ def test_train_retrieval_on_two_ranks_matches_one_process(
 
 
 def mmt_argv(params: Path, tiny_dataset: TinyDataset, trained: Path, out: Path) -> list[str]:
-    return ["--params", str(params), "--target", "de", "--prepared", str(tiny_dataset.prepared),
-            "--parallel", str(tiny_dataset.parallel), "--store", str(trained / "features" / "compact"),
-            "--models", str(out / "models"), "--mt_models", str(out / "mt-models"),
-            "--metrics", str(out / "metrics")]  # fmt: skip
+    return flags(
+        params=params,
+        target="de",
+        prepared=tiny_dataset.prepared,
+        parallel=tiny_dataset.parallel,
+        store=trained / "features" / "compact",
+        models=out / "models",
+        mt_models=out / "mt-models",
+        metrics=out / "metrics",
+    )
 
 
 def test_train_mmt_on_two_ranks_matches_one_process(
@@ -87,8 +105,7 @@ def test_train_mmt_on_two_ranks_matches_one_process(
     one, two = tmp_path / "one", tmp_path / "two"
     train_mmt.main(mmt_argv(params_with(tmp_path, "one", 1, tiny_dataset, mmt_only=True), tiny_dataset, trained, one))
     two_ranks = params_with(tmp_path, "two", 2, tiny_dataset, mmt_only=True)
-    done = stage_process("flows.train_mmt", mmt_argv(two_ranks, tiny_dataset,
-                                                     trained, two), prefect_api_url)  # fmt: skip
+    done = stage_process("flows.train_mmt", mmt_argv(two_ranks, tiny_dataset, trained, two), prefect_api_url)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(path.name for path in (two / "metrics").iterdir()) == sorted(
         path.name for path in (one / "metrics").iterdir()

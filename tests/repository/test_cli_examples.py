@@ -30,8 +30,15 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*(\S*)\s*$")
 def mmtr(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``mmtr <argv>`` in ``cwd``: the console script's entry point, run from this checkout."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "mmtr.cli", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mmtr.cli", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def ran(argv: list[str], cwd: Path = REPO) -> str:
@@ -95,32 +102,34 @@ def test_documented_examples_run(argv: list[str], tmp_path: Path) -> None:
 
 
 def test_only_tested_console_blocks_are_read() -> None:
-    markdown = "\n".join([
-        "<!-- tested -->",
-        "```console",
-        "$ mmtr --version",
-        "mmtr 0.1.0",
-        "$ mmtr profile --out 'my params.yaml' table4",
-        "```",
-        "```console",  # not marked
-        "$ mmtr check-params",
-        "```",
-        TESTED,
-        "",
-        "```bash",  # marked, but not a console block
-        "$ mmtr check-params",
-        "```",
-        TESTED,
-        "Some text between the comment and the block.",
-        "```console",
-        "$ mmtr check-params",
-        "```",
-        TESTED,
-        "````console",
-        "$ dvc repro",  # not an mmtr command
-        "```",  # shorter than the opening fence: still inside the block
-        "$ mmtr schema",
-        "````",
-        "$ mmtr inspect",  # outside every block
-    ])  # fmt: skip
+    markdown = "\n".join(
+        [
+            "<!-- tested -->",
+            "```console",
+            "$ mmtr --version",
+            "mmtr 0.1.0",
+            "$ mmtr profile --out 'my params.yaml' table4",
+            "```",
+            "```console",  # not marked
+            "$ mmtr check-params",
+            "```",
+            TESTED,
+            "",
+            "```bash",  # marked, but not a console block
+            "$ mmtr check-params",
+            "```",
+            TESTED,
+            "Some text between the comment and the block.",
+            "```console",
+            "$ mmtr check-params",
+            "```",
+            TESTED,
+            "````console",
+            "$ dvc repro",  # not an mmtr command
+            "```",  # shorter than the opening fence: still inside the block
+            "$ mmtr schema",
+            "````",
+            "$ mmtr inspect",  # outside every block
+        ]
+    )
     assert marked_commands(markdown) == [["--version"], ["profile", "--out", "my params.yaml", "table4"], ["schema"]]

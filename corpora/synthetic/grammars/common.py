@@ -50,9 +50,17 @@ class Wording:
             long tail; 0 for the translation captions).
     """
 
-    def __init__(self, seed: int | None = None, *, register: Register = "caption", paraphrase: float = 1.0,
-                 underspecify: bool = False, own_style: bool = False, formal: bool = False,
-                 uncommon: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        register: Register = "caption",
+        paraphrase: float = 1.0,
+        underspecify: bool = False,
+        own_style: bool = False,
+        formal: bool = False,
+        uncommon: float = 0.0,
+    ) -> None:
         self.seed, self.register, self.paraphrase, self.underspecify = seed, register, paraphrase, underspecify
         self.own_style, self.formal, self.uncommon = own_style, formal, uncommon
         self._rng = None if seed is None else random.Random(seed)
@@ -82,8 +90,15 @@ class Wording:
 
     def again(self) -> Wording:
         """A fresh wording with the same settings that will take the same choices from the start."""
-        return Wording(self.seed, register=self.register, paraphrase=self.paraphrase, underspecify=self.underspecify,
-                       own_style=self.own_style, formal=self.formal, uncommon=self.uncommon)  # fmt: skip
+        return Wording(
+            self.seed,
+            register=self.register,
+            paraphrase=self.paraphrase,
+            underspecify=self.underspecify,
+            own_style=self.own_style,
+            formal=self.formal,
+            uncommon=self.uncommon,
+        )
 
     def _register_weight(self, choice: Choice) -> float:
         return choice.caption if self.register == "caption" else choice.parallel

@@ -91,9 +91,13 @@ PLACES: dict[str, tuple[Choice, ...]] = {
     "middle": words("in the middle of the picture", ("in the centre of the image", 0.4), ("in the middle", 0.3)),
 }
 
-SHOWS: tuple[Choice, ...] = words("the picture shows", ("the image shows", 0.4), ("the drawing shows", 0.2),
-                                  formal("the picture depicts", 0.6),
-                                  formal("the picture portrays", 0.4, uncommon=True))  # fmt: skip
+SHOWS: tuple[Choice, ...] = words(
+    "the picture shows",
+    ("the image shows", 0.4),
+    ("the drawing shows", 0.2),
+    formal("the picture depicts", 0.6),
+    formal("the picture portrays", 0.4, uncommon=True),
+)
 THERE: tuple[Choice, ...] = words("there")
 PICTURE_OF: tuple[Choice, ...] = words("a picture of", ("an image of", 0.4), ("a drawing of", 0.25))
 BIGGER: tuple[Choice, ...] = words("bigger", ("larger", 0.5))

@@ -48,8 +48,15 @@ class Plain:
 
 
 def test_a_full_tree_is_converted_field_by_field() -> None:
-    tree = {"name": "a", "leaf": {"rate": 1, "count": 3}, "colours": ["green", "red"], "weights": {"x": 2},
-            "note": None, "mode": "green", "anything": [1, {"b": 2}]}  # fmt: skip
+    tree = {
+        "name": "a",
+        "leaf": {"rate": 1, "count": 3},
+        "colours": ["green", "red"],
+        "weights": {"x": 2},
+        "note": None,
+        "mode": "green",
+        "anything": [1, {"b": 2}],
+    }
     branch = build(Branch, tree)
     assert branch == Branch("a", Leaf(1.0, 3), ("green", "red"), {"x": 2.0}, None, "green", [1, {"b": 2}])
     assert isinstance(branch.leaf.rate, float) and isinstance(branch.weights["x"], float)

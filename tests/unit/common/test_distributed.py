@@ -60,8 +60,9 @@ def _rank_main(
     joint: bool,
     device: str,
 ) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))  # fmt: skip
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
     try:
         distributed.start(device)
@@ -81,8 +82,10 @@ def on_ranks(
     context = mp.get_context("spawn")
     queue = context.SimpleQueue()
     port = _free_port()
-    processes = [context.Process(target=_rank_main, args=(rank, world, port, function, args, queue, joint, device))
-                 for rank in range(world)]  # fmt: skip
+    processes = [
+        context.Process(target=_rank_main, args=(rank, world, port, function, args, queue, joint, device))
+        for rank in range(world)
+    ]
     for process in processes:
         process.start()
     results: dict[int, Any] = {}
@@ -103,9 +106,15 @@ def flat_weights(model: torch.nn.Module) -> np.ndarray:
 # --- building blocks ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("world", "count", "expected"), [
-    (1, 5, [(0, 5)]), (2, 8, [(0, 4), (4, 8)]), (3, 10, [(0, 4), (4, 7), (7, 10)]), (3, 2, [(0, 1), (1, 2), (2, 2)]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("world", "count", "expected"),
+    [
+        (1, 5, [(0, 5)]),
+        (2, 8, [(0, 4), (4, 8)]),
+        (3, 10, [(0, 4), (4, 7), (7, 10)]),
+        (3, 2, [(0, 1), (1, 2), (2, 2)]),
+    ],
+)
 def test_shares_are_contiguous_and_cover_the_items_in_rank_order(
     monkeypatch: pytest.MonkeyPatch, world: int, count: int, expected: list[tuple[int, int]]
 ) -> None:
@@ -134,8 +143,12 @@ def _gather_case() -> dict[str, Any]:
     weights = torch.arange(1.0, gathered.shape[0] + 1).view(-1, 1, 1)
     (gathered * weights).sum().backward()
     assert local.grad is not None
-    return {"shape": tuple(gathered.shape), "values": gathered.detach().numpy(), "mask": gathered_mask.numpy(),
-            "grad": local.grad.numpy()}  # fmt: skip
+    return {
+        "shape": tuple(gathered.shape),
+        "values": gathered.detach().numpy(),
+        "mask": gathered_mask.numpy(),
+        "grad": local.grad.numpy(),
+    }
 
 
 def test_gather_pads_uneven_sets_and_sums_the_gradient_of_each_share_over_the_ranks(
@@ -145,8 +158,14 @@ def test_gather_pads_uneven_sets_and_sums_the_gradient_of_each_share_over_the_ra
     # 1 + 2 + 3 rows, sets padded to the longest (4 vectors); padding is zeros with mask False
     assert all(result["shape"] == (6, 4, 2) for result in results)
     values, mask = results[0]["values"], results[0]["mask"]
-    assert values[:, :, 0].tolist() == [[1, 1, 0, 0], [2, 2, 2, 0], [2, 2, 2, 0], [3, 3, 3, 3], [3, 3, 3, 3],
-                                        [3, 3, 3, 3]]  # fmt: skip
+    assert values[:, :, 0].tolist() == [
+        [1, 1, 0, 0],
+        [2, 2, 2, 0],
+        [2, 2, 2, 0],
+        [3, 3, 3, 3],
+        [3, 3, 3, 3],
+        [3, 3, 3, 3],
+    ]
     assert mask.sum(axis=1).tolist() == [2, 3, 3, 4, 4, 4]
     # the same loss on 3 ranks: each share's gradient is 3 x its global row weight (rows 1 | 2, 3 | 4, 5, 6)
     assert results[0]["grad"][:, 0, 0].tolist() == [3.0]
@@ -157,8 +176,12 @@ def test_gather_pads_uneven_sets_and_sums_the_gradient_of_each_share_over_the_ra
 
 def _alone_case() -> dict[str, Any]:
     tensor = torch.arange(4.0)
-    return {"share": distributed.share(10), "same": distributed.gather(tensor) is tensor,
-            "writer": distributed.is_writer(), "joined": distributed.joined()}  # fmt: skip
+    return {
+        "share": distributed.share(10),
+        "same": distributed.gather(tensor) is tensor,
+        "writer": distributed.is_writer(),
+        "joined": distributed.joined(),
+    }
 
 
 def test_outside_a_joint_call_each_rank_acts_as_one_process() -> None:
@@ -180,8 +203,13 @@ def _nccl_case() -> dict[str, Any]:
     param.grad = torch.full((2,), float(here + 1), device=device)
     distributed.reduce_gradients([param], mean=True)
     assert local.grad is not None and param.grad is not None
-    return {"device": str(device), "rows": gathered.shape[0], "grad": local.grad[:, 0].tolist(),
-            "mean": param.grad.tolist(), "sum": distributed.sum_of(1.0, device)}  # fmt: skip
+    return {
+        "device": str(device),
+        "rows": gathered.shape[0],
+        "grad": local.grad[:, 0].tolist(),
+        "mean": param.grad.tolist(),
+        "sum": distributed.sum_of(1.0, device),
+    }
 
 
 @pytest.mark.gpu
@@ -207,11 +235,14 @@ RETRIEVAL_MODELS = {
 def _toy_training() -> tuple[Any, dict[str, Any], Any, Vocabulary]:
     captions, regions = retrieval_toy.toy_set()
     vocab = Vocabulary.build(((c.lang, c.text) for c in captions), ["en", "de"], min_count=1)
-    encoded = encode_captions(captions, vocab, {f"i{i}": i for i in range(retrieval_toy.IMAGES)}, max_len=12,
-                              source="toy")  # fmt: skip
+    encoded = encode_captions(
+        captions, vocab, {f"i{i}": i for i in range(retrieval_toy.IMAGES)}, max_len=12, source="toy"
+    )
     human = ~encoded.synthetic
-    validation = {lang: encoded.subset(np.flatnonzero(human & (encoded.langs == index)))
-                  for index, lang in enumerate(vocab.languages)}  # fmt: skip
+    validation = {
+        lang: encoded.subset(np.flatnonzero(human & (encoded.langs == index)))
+        for index, lang in enumerate(vocab.languages)
+    }
     return encoded, validation, regions, vocab
 
 
@@ -219,13 +250,29 @@ def _retrieval_step(name: str) -> dict[str, Any]:
     """One ranking step on a 10-caption batch (uneven shares on 3 ranks) with SGD and no clipping."""
     train, _, regions, vocab = _toy_training()
     torch.manual_seed(0)
-    model = build_model(name, make_config(name, RETRIEVAL_MODELS[name]), vocab_size=len(vocab), languages=2,
-                        region_dim=retrieval_toy.DIM).eval()  # fmt: skip
+    model = build_model(
+        name,
+        make_config(name, RETRIEVAL_MODELS[name]),
+        vocab_size=len(vocab),
+        languages=2,
+        region_dim=retrieval_toy.DIM,
+    ).eval()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     indices = np.array([0, 5, 9, 13, 14, 20, 26, 31, 40, 47])
-    loss = _ranking_step(model, train, indices, regions, optimizer, RankingLoss(model.default_loss),
-                         torch.tensor([0.25, 0.25, 0.5]), TrainConfig(batch_size=10, clip=0.0), CPU,
-                         contextlib.nullcontext, 0.5, where="test")  # fmt: skip
+    loss = _ranking_step(
+        model,
+        train,
+        indices,
+        regions,
+        optimizer,
+        RankingLoss(model.default_loss),
+        torch.tensor([0.25, 0.25, 0.5]),
+        TrainConfig(batch_size=10, clip=0.0),
+        CPU,
+        contextlib.nullcontext,
+        0.5,
+        where="test",
+    )
     return {"loss": loss, "weights": flat_weights(model)}
 
 
@@ -240,15 +287,21 @@ def test_a_retrieval_step_on_three_ranks_equals_one_process(three_ranks: list[di
         assert np.abs(single[name]["weights"] - _retrieval_step_start(name)).max() > 1e-3  # the step moved them
         for result in ranks:
             assert result[name]["loss"] == pytest.approx(single[name]["loss"], rel=1e-5), name  # the whole batch's
-            np.testing.assert_allclose(result[name]["weights"], single[name]["weights"], rtol=0, atol=1e-5,
-                                       err_msg=name)  # fmt: skip
+            np.testing.assert_allclose(
+                result[name]["weights"], single[name]["weights"], rtol=0, atol=1e-5, err_msg=name
+            )
 
 
 def _retrieval_step_start(name: str) -> np.ndarray:
     _, _, _, vocab = _toy_training()
     torch.manual_seed(0)
-    model = build_model(name, make_config(name, RETRIEVAL_MODELS[name]), vocab_size=len(vocab), languages=2,
-                        region_dim=retrieval_toy.DIM)  # fmt: skip
+    model = build_model(
+        name,
+        make_config(name, RETRIEVAL_MODELS[name]),
+        vocab_size=len(vocab),
+        languages=2,
+        region_dim=retrieval_toy.DIM,
+    )
     return flat_weights(model)
 
 
@@ -256,11 +309,25 @@ def _retrieval_fit() -> dict[str, Any]:
     """The pinned retrieval fit of tests/unit/retrieval/test_pinned_fit.py (SAN, no dropout)."""
     train, validation, regions, vocab = _toy_training()
     torch.manual_seed(0)
-    model = build_model("san", make_config("san", {"word_dim": 8, "hidden": 12}), vocab_size=len(vocab),
-                        languages=2, region_dim=retrieval_toy.DIM)  # fmt: skip
+    model = build_model(
+        "san",
+        make_config("san", {"word_dim": 8, "hidden": 12}),
+        vocab_size=len(vocab),
+        languages=2,
+        region_dim=retrieval_toy.DIM,
+    )
     config = TrainConfig(epochs=4, batch_size=8, lr=0.01, lr_decay_epoch=2, warmup_epochs=1, c2c_probability=0.3)
-    result = fit(model, train, validation, regions, loss=RankingLoss("harder"),
-                 type_weights=torch.tensor([0.25, 0.25, 0.5]), config=config, seed=3, device=CPU)  # fmt: skip
+    result = fit(
+        model,
+        train,
+        validation,
+        regions,
+        loss=RankingLoss("harder"),
+        type_weights=torch.tensor([0.25, 0.25, 0.5]),
+        config=config,
+        seed=3,
+        device=CPU,
+    )
     history = [{key: entry[key] for key in ("loss", "c2c_loss", "val_rsum")} for entry in result.history]
     return {"history": history, "best_epoch": result.best_epoch, "weights": flat_weights(model)}
 
@@ -282,10 +349,17 @@ def _mule_pretraining() -> np.ndarray:
     train, _, _, vocab = _toy_training()
     torch.manual_seed(0)
     settings = {**RETRIEVAL_MODELS["mule"], "pretrain_epochs": 1}
-    model = build_model("mule", make_config("mule", settings), vocab_size=len(vocab), languages=2,
-                        region_dim=retrieval_toy.DIM)  # fmt: skip
-    pretrain(model, train, config=TrainConfig(batch_size=8), device=CPU, autocast=contextlib.nullcontext,
-             rng=np.random.default_rng(1))  # fmt: skip
+    model = build_model(
+        "mule", make_config("mule", settings), vocab_size=len(vocab), languages=2, region_dim=retrieval_toy.DIM
+    )
+    pretrain(
+        model,
+        train,
+        config=TrainConfig(batch_size=8),
+        device=CPU,
+        autocast=contextlib.nullcontext,
+        rng=np.random.default_rng(1),
+    )
     return flat_weights(model)
 
 
@@ -330,8 +404,9 @@ def _mmt_fit(folder: str) -> dict[str, Any]:
     train, validation, regions = mmt_toy.toy_data()
 
     def score(model: RegionalMMT) -> float:
-        batch, tgt_in, tgt_out = collate(validation, range(len(validation)), regions=regions, shape=model.shape,
-                                         device=CPU)  # fmt: skip
+        batch, tgt_in, tgt_out = collate(
+            validation, range(len(validation)), regions=regions, shape=model.shape, device=CPU
+        )
         return -float(mmt_loss(model, batch, tgt_in, tgt_out))
 
     here = Path(folder) / f"rank-{distributed.rank()}"  # each rank's own folder: rank 1's must stay empty
@@ -339,8 +414,17 @@ def _mmt_fit(folder: str) -> dict[str, Any]:
     torch.manual_seed(0)
     model = RegionalMMT(MMT_CONFIG, mmt_toy.SHAPE)
     config = MMTTrainConfig(epochs=2, batch_size=6, lr=2e-2, clip=1.0, patience=10, eval_every=5, sort_chunk=2)
-    result = fit_mmt(model, train, regions=regions, evaluate=score, config=config, seed=5, device=CPU,
-                     autocast=contextlib.nullcontext, checkpoint_path=here / "mmt")  # fmt: skip
+    result = fit_mmt(
+        model,
+        train,
+        regions=regions,
+        evaluate=score,
+        config=config,
+        seed=5,
+        device=CPU,
+        autocast=contextlib.nullcontext,
+        checkpoint_path=here / "mmt",
+    )
     files = sorted(path.name for path in here.iterdir())
     return {"history": result.history, "best_step": result.best_step, "weights": flat_weights(model), "files": files}
 
@@ -372,8 +456,12 @@ def _three_rank_cases() -> dict[str, Any]:
 
 
 def _two_rank_cases(folder: str) -> dict[str, Any]:
-    return {"fit": _retrieval_fit(), "mule": _mule_pretraining(), "mmt_gradient": _mmt_gradient(),
-            "mmt_fit": _mmt_fit(folder)}  # fmt: skip
+    return {
+        "fit": _retrieval_fit(),
+        "mule": _mule_pretraining(),
+        "mmt_gradient": _mmt_gradient(),
+        "mmt_fit": _mmt_fit(folder),
+    }
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,11 @@ TREE = {
 
 def test_the_numbers_and_the_notes_part_at_each_key_path() -> None:
     numbers, notes = split_numbers(TREE)
-    assert numbers == {"bleu": 75.23, "meteor": {"score": 51.2}, "de": {"i2t": {"r1": 55.0, "r5": 85, "medr": 1.0},
-                                                                          "rsum": 428.0}}  # fmt: skip
+    assert numbers == {
+        "bleu": 75.23,
+        "meteor": {"score": 51.2},
+        "de": {"i2t": {"r1": 55.0, "r5": 85, "medr": 1.0}, "rsum": 428.0},
+    }
     assert notes == {
         "bleu_signature": "nrefs:1|case:lc|tok:none",
         "contrastive": "the corpus has no contrastive items for this direction",

@@ -23,8 +23,15 @@ def exported_card(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The README.md of the toy variant exported with images and regions."""
     root = tmp_path_factory.mktemp("card")
     images = images_of(root / "images")
-    export_variant(captions_of(images), images, root / "mmt_fb", card=CARD, image_root=root / "images",
-                   with_images=True, regions=region_store(root / "store"))  # fmt: skip
+    export_variant(
+        captions_of(images),
+        images,
+        root / "mmt_fb",
+        card=CARD,
+        image_root=root / "images",
+        with_images=True,
+        regions=region_store(root / "store"),
+    )
     return (root / "mmt_fb" / "README.md").read_text(encoding="utf-8")
 
 
@@ -34,8 +41,14 @@ def test_the_card_front_matter_is_yaml_for_the_hub(exported_card: str) -> None:
     assert meta["language"] == ["de", "en"] and meta["multilinguality"] == "multilingual"
     assert meta["license"] == "other" and meta["size_categories"] == ["n<1K"]
     assert meta["task_categories"] == ["image-to-text", "text-to-image"]
-    assert meta["configs"] == [{"config_name": "default", "data_files": [
-        {"split": name, "path": f"data/{name}-*.parquet"} for name in ("train", "validation", "test")]}]  # fmt: skip
+    assert meta["configs"] == [
+        {
+            "config_name": "default",
+            "data_files": [
+                {"split": name, "path": f"data/{name}-*.parquet"} for name in ("train", "validation", "test")
+            ],
+        }
+    ]
     assert "Variant `mmt_fb`: MMT(f+b)" in body and '| `mmt.targets` | `["de"]` |' in body
     assert "| train | de | mmt | mmt-en-de | 1 | 2 |" in body
     assert "| validation | 1 | 1 | 2 |" in body  # rows per split and language (de, en, all)
@@ -45,8 +58,15 @@ def test_the_card_front_matter_is_yaml_for_the_hub(exported_card: str) -> None:
 def test_a_real_corpus_card_points_at_the_source_license(tmp_path: Path) -> None:
     images = images_of(tmp_path / "images")
     rows = [row for row in caption_rows() if row["split"] != "val"]
-    real = CardInfo(variant="none", definition="-: the human captions alone", corpus="flickr", dataset="flickr30k",
-                    generated=False, pivot="en", targets=())  # fmt: skip
+    real = CardInfo(
+        variant="none",
+        definition="-: the human captions alone",
+        corpus="flickr",
+        dataset="flickr30k",
+        generated=False,
+        pivot="en",
+        targets=(),
+    )
     export_variant(captions_of(images, rows), images, tmp_path / "none", card=real)
     text = (tmp_path / "none" / "README.md").read_text(encoding="utf-8")
     assert "keep the source dataset's license" in text and "Check that license" in text

@@ -25,9 +25,16 @@ from features.store import FeatureStore, FeatureStoreWriter
 
 SIZES = {"a": (12, 8), "b": (10, 6), "c": (7, 5), "d": (9, 9)}  # image id -> (width, height)
 SPLIT_OF = {"a": "train", "b": "train", "c": "val", "d": "test"}
-CARD = CardInfo(variant="mmt_fb", definition="MMT(f+b): the human captions plus hops 1, 2", corpus="toy",
-                dataset="toy", generated=True, pivot="en", targets=("de",),
-                settings={"mmt.targets": ["de"]})  # fmt: skip
+CARD = CardInfo(
+    variant="mmt_fb",
+    definition="MMT(f+b): the human captions plus hops 1, 2",
+    corpus="toy",
+    dataset="toy",
+    generated=True,
+    pivot="en",
+    targets=("de",),
+    settings={"mmt.targets": ["de"]},
+)
 K, D = 3, 4
 
 
@@ -37,17 +44,50 @@ def caption_rows() -> list[dict[str, Any]]:
     rows = []
     for image_id, split in SPLIT_OF.items():
         for lang, text in (("en", f"A thing {image_id}."), ("de", f"Ein Ding {image_id}.")):
-            rows.append({"caption_id": f"{image_id}#{lang}#c1", "image_id": image_id, "split": split, "lang": lang,
-                         "text": text, "origin": "human", "system": None, "hop": 0, "parent_id": None,
-                         "kind": "comparable"})  # fmt: skip
+            rows.append(
+                {
+                    "caption_id": f"{image_id}#{lang}#c1",
+                    "image_id": image_id,
+                    "split": split,
+                    "lang": lang,
+                    "text": text,
+                    "origin": "human",
+                    "system": None,
+                    "hop": 0,
+                    "parent_id": None,
+                    "kind": "comparable",
+                }
+            )
         if split == "train":
             forward = f"{image_id}#en#c1>mmt-en-de"
-            rows.append({"caption_id": forward, "image_id": image_id, "split": split, "lang": "de",
-                         "text": f"Ein Gegenstand {image_id}.", "origin": "mmt", "system": "mmt-en-de", "hop": 1,
-                         "parent_id": f"{image_id}#en#c1", "kind": "comparable"})  # fmt: skip
-            rows.append({"caption_id": f"{forward}>mmt-de-en", "image_id": image_id, "split": split, "lang": "en",
-                         "text": f"An object {image_id}.", "origin": "mmt", "system": "mmt-de-en", "hop": 2,
-                         "parent_id": forward, "kind": "comparable"})  # fmt: skip
+            rows.append(
+                {
+                    "caption_id": forward,
+                    "image_id": image_id,
+                    "split": split,
+                    "lang": "de",
+                    "text": f"Ein Gegenstand {image_id}.",
+                    "origin": "mmt",
+                    "system": "mmt-en-de",
+                    "hop": 1,
+                    "parent_id": f"{image_id}#en#c1",
+                    "kind": "comparable",
+                }
+            )
+            rows.append(
+                {
+                    "caption_id": f"{forward}>mmt-de-en",
+                    "image_id": image_id,
+                    "split": split,
+                    "lang": "en",
+                    "text": f"An object {image_id}.",
+                    "origin": "mmt",
+                    "system": "mmt-de-en",
+                    "hop": 2,
+                    "parent_id": forward,
+                    "kind": "comparable",
+                }
+            )
     return rows
 
 
@@ -55,20 +95,29 @@ def images_of(root: Path) -> pa.Table:
     root.mkdir(parents=True, exist_ok=True)
     for index, (image_id, size) in enumerate(SIZES.items()):
         Image.new("RGB", size, (40 * index, 200, 10)).save(root / f"{image_id}.png")
-    return tables.images_table({"image_id": list(SIZES), "split": [SPLIT_OF[i] for i in SIZES],
-                                "path": [f"{i}.png" for i in SIZES], "width": [s[0] for s in SIZES.values()],
-                                "height": [s[1] for s in SIZES.values()], "dataset": ["toy"] * len(SIZES)})  # fmt: skip
+    return tables.images_table(
+        {
+            "image_id": list(SIZES),
+            "split": [SPLIT_OF[i] for i in SIZES],
+            "path": [f"{i}.png" for i in SIZES],
+            "width": [s[0] for s in SIZES.values()],
+            "height": [s[1] for s in SIZES.values()],
+            "dataset": ["toy"] * len(SIZES),
+        }
+    )
 
 
 def captions_of(images: pa.Table, rows: list[dict[str, Any]] | None = None) -> pa.Table:
     rows = caption_rows() if rows is None else rows
-    return tables.captions_table({name: [row[name] for row in rows] for name in tables.CAPTIONS_SCHEMA.names},
-                                 images=images)  # fmt: skip
+    return tables.captions_table(
+        {name: [row[name] for row in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
+    )
 
 
 def region_store(path: Path) -> FeatureStore:
-    with FeatureStoreWriter(path, image_ids=list(SIZES), max_regions=K, dim=D, extractor="test",
-                            checkpoint_sha256=None, config={}) as writer:  # fmt: skip
+    with FeatureStoreWriter(
+        path, image_ids=list(SIZES), max_regions=K, dim=D, extractor="test", checkpoint_sha256=None, config={}
+    ) as writer:
         for index, image_id in enumerate(SIZES):
             count = 1 + index % K
             features = np.arange(count * D, dtype=np.float32).reshape(count, D) / 8 + index
@@ -91,8 +140,15 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table, 
     images = images_of(root / "images")
     captions = captions_of(images)
     store = region_store(root / "store")
-    export_variant(captions, images, root / "out" / "mmt_fb", card=CARD, image_root=root / "images", with_images=True,
-                   regions=store)  # fmt: skip
+    export_variant(
+        captions,
+        images,
+        root / "out" / "mmt_fb",
+        card=CARD,
+        image_root=root / "images",
+        with_images=True,
+        regions=store,
+    )
     return root / "out" / "mmt_fb", captions, root / "images"
 
 
@@ -158,8 +214,15 @@ def test_output_is_byte_identical_and_replaces_the_folder(tmp_path: Path) -> Non
     captions = captions_of(images)
     store = region_store(tmp_path / "store")
     for name in ("first", "second"):
-        export_variant(captions, images, tmp_path / name, card=CARD, image_root=tmp_path / "images",
-                       with_images=True, regions=store)  # fmt: skip
+        export_variant(
+            captions,
+            images,
+            tmp_path / name,
+            card=CARD,
+            image_root=tmp_path / "images",
+            with_images=True,
+            regions=store,
+        )
     files = sorted(path.relative_to(tmp_path / "first") for path in (tmp_path / "first").rglob("*") if path.is_file())
     assert files == sorted(p.relative_to(tmp_path / "second") for p in (tmp_path / "second").rglob("*") if p.is_file())
     assert Path("hf/train/state.json") in files and not any(".build" in str(path) for path in files)
@@ -185,12 +248,20 @@ def test_a_missing_image_file_names_it_and_writes_nothing(tmp_path: Path) -> Non
     images = images_of(tmp_path / "images")
     (tmp_path / "images" / "c.png").unlink()
     with pytest.raises(InputError, match=r"images: 1 of the 4 images of variant.parquet are missing, first: c\.png$"):
-        export_variant(captions_of(images), images, tmp_path / "out", card=CARD, image_root=tmp_path / "images",
-                       with_images=True, source="variant.parquet")  # fmt: skip
+        export_variant(
+            captions_of(images),
+            images,
+            tmp_path / "out",
+            card=CARD,
+            image_root=tmp_path / "images",
+            with_images=True,
+            source="variant.parquet",
+        )
     (tmp_path / "images" / "c.png").write_bytes(b"not a png")
     with pytest.raises(InputError, match=r"c\.png: not a readable image"):
-        export_variant(captions_of(images), images, tmp_path / "out", card=CARD, image_root=tmp_path / "images",
-                       with_images=True)  # fmt: skip
+        export_variant(
+            captions_of(images), images, tmp_path / "out", card=CARD, image_root=tmp_path / "images", with_images=True
+        )
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
     with pytest.raises(InputError, match=r"needs the image folder"):
         export_variant(captions_of(images), images, tmp_path / "out", card=CARD, with_images=True)

@@ -302,8 +302,11 @@ def write_annotations(root: Path, *, names: dict[str, list[str]] = NAMES) -> Non
         write_text(root / "task1" / "image_dependent" / f"{stem}.de.gz", _lines(words))
         for lang in ("en", "fr"):
             write_text(root / "task1" / "image_dependent" / f"{stem}.{lang}.gz", _lines([""] * len(stem_names)))
-    item = {"source": "A dark circle.", "image_ids": ["c1", "c2"],
-            "translations": ["Ein blauer Kreis.", "Ein roter Kreis."]}  # fmt: skip
+    item = {
+        "source": "A dark circle.",
+        "image_ids": ["c1", "c2"],
+        "translations": ["Ein blauer Kreis.", "Ein roter Kreis."],
+    }
     write_text(root / "task1" / "contrastive" / "test.en-de.jsonl", json.dumps(item, ensure_ascii=False) + "\n")
 
 
@@ -322,9 +325,16 @@ def test_evaluation_files_become_tables_and_survive_prepare(tmp_path: Path) -> N
         {"split": "test", "image_id": "c1", "lang": "de", "words": ["blauer"]},
     ]
     assert back.contrastive.to_pylist() == [
-        {"src_lang": "en", "tgt_lang": "de", "source": "A dark circle.", "image_a": "c1", "image_b": "c2",
-         "translation_a": "Ein blauer Kreis.", "translation_b": "Ein roter Kreis."}
-    ]  # fmt: skip
+        {
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "source": "A dark circle.",
+            "image_a": "c1",
+            "image_b": "c2",
+            "translation_a": "Ein blauer Kreis.",
+            "translation_b": "Ein roter Kreis.",
+        }
+    ]
 
 
 def test_without_evaluation_files_the_tables_are_absent(tmp_path: Path) -> None:
@@ -380,10 +390,12 @@ def test_image_dependent_word_must_be_in_its_caption(tmp_path: Path) -> None:
         ('{"source": "", "image_ids": ["c1", "c2"], "translations": ["a", "b"]}', r":1: source must be a non-empty"),
         ('{"source": "x", "image_ids": ["c1"], "translations": ["a", "b"]}', r":1: image_ids must be a list of two"),
         ('{"source": "x", "image_ids": ["c1", "c2"], "translations": ["a", "a"]}', r":1: the two translations are"),
-        ('{"source": "x", "image_ids": ["c1", "a1"], "translations": ["a", "b"]}',
-         r":1: image 'a1' is not an image of the test split \(listed in .*test\.txt\)"),
+        (
+            '{"source": "x", "image_ids": ["c1", "a1"], "translations": ["a", "b"]}',
+            r":1: image 'a1' is not an image of the test split \(listed in .*test\.txt\)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_contrastive_item_names_file_and_line(tmp_path: Path, line: str, message: str) -> None:
     write_layout(tmp_path)
     path = tmp_path / "task1" / "contrastive" / "test.en-de.jsonl"

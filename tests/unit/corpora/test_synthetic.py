@@ -360,8 +360,13 @@ def test_a_failed_run_leaves_nothing_and_keeps_an_earlier_dataset(tmp_path: Path
 def test_progress_reports_every_fifty_images_and_the_end(tmp_path: Path) -> None:
     reports: list[tuple[int, int]] = []
     config = SyntheticConfig(image_size=96, splits=SplitCounts(110, 0, 0), parallel_pairs=SplitCounts(0, 0, 0))
-    generate(config, tmp_path / "out", seed=SEED, languages=LANGUAGES,
-             progress=lambda done, total: reports.append((done, total)))  # fmt: skip
+    generate(
+        config,
+        tmp_path / "out",
+        seed=SEED,
+        languages=LANGUAGES,
+        progress=lambda done, total: reports.append((done, total)),
+    )
     assert reports == [(50, 110), (100, 110), (110, 110)]
     assert read_lines(tmp_path / "out" / "task1" / "image_splits" / "val.txt") == []
 
@@ -395,8 +400,14 @@ def test_second_corpus_is_off_by_default() -> None:
 
 def test_karpathy_adapter_reads_the_second_corpus(flickr) -> None:
     root, _ = flickr
-    corpus = read_corpus("karpathy", KarpathyConfig(captions_per_image=3), root / "flickr" / "dataset_flickr30k.json",
-                         image_root=root / "flickr" / "images", languages=LANGUAGES, dataset="flickr30k")  # fmt: skip
+    corpus = read_corpus(
+        "karpathy",
+        KarpathyConfig(captions_per_image=3),
+        root / "flickr" / "dataset_flickr30k.json",
+        image_root=root / "flickr" / "images",
+        languages=LANGUAGES,
+        dataset="flickr30k",
+    )
     images = corpus.images.to_pydict()
     assert images["image_id"] == FLICKR_IDS
     assert {split: images["split"].count(split) for split in SPLITS} == FLICKR_SPLITS
@@ -409,8 +420,9 @@ def test_karpathy_adapter_reads_the_second_corpus(flickr) -> None:
 def test_second_corpus_has_exactly_the_configured_captions_and_readable_images(flickr) -> None:
     root, _ = flickr
     folder = root / "flickr"
-    every_caption = read_karpathy(folder / "dataset_flickr30k.json", dataset="flickr30k", image_root=None,
-                                  captions_per_image=None)  # fmt: skip
+    every_caption = read_karpathy(
+        folder / "dataset_flickr30k.json", dataset="flickr30k", image_root=None, captions_per_image=None
+    )
     assert every_caption.captions.num_rows == 11 * 3  # no image has more than captions_per_image
     data = json.loads((folder / "dataset_flickr30k.json").read_text(encoding="utf-8"))
     assert data["dataset"] == "flickr30k" and [entry["imgid"] for entry in data["images"]] == list(range(11))
@@ -476,11 +488,16 @@ def test_second_corpus_in_its_own_style_avoids_the_first_corpus_most_common_word
 
 
 def test_second_corpus_captions_are_in_the_pivot_language(tmp_path: Path) -> None:
-    config = SyntheticConfig(image_size=96, splits=SplitCounts(1, 0, 0), parallel_pairs=SplitCounts(0, 0, 0),
-                             flickr=FlickrLikeConfig(SplitCounts(3, 0, 0)))  # fmt: skip
+    config = SyntheticConfig(
+        image_size=96,
+        splits=SplitCounts(1, 0, 0),
+        parallel_pairs=SplitCounts(0, 0, 0),
+        flickr=FlickrLikeConfig(SplitCounts(3, 0, 0)),
+    )
     summary = generate(config, tmp_path / "out", seed=SEED, languages=Languages("de", ("en",)))
-    corpus = read_karpathy(tmp_path / "out" / "flickr" / "dataset_flickr30k.json", dataset="flickr30k",
-                           image_root=None, lang="de")  # fmt: skip
+    corpus = read_karpathy(
+        tmp_path / "out" / "flickr" / "dataset_flickr30k.json", dataset="flickr30k", image_root=None, lang="de"
+    )
     for text in corpus.captions.column("text").to_pylist():
         with pytest.raises(AssertionError, match="caption in no known form"):  # German, not English
             _check_caption(text, [], 96)
@@ -513,17 +530,29 @@ def test_second_corpus_counts_in_summary_rows_and_meta(flickr) -> None:
     assert {"item": "flickr images", "key": "val", "count": 2} in rows
     assert {"item": "flickr captions", "key": "en", "count": 33} in rows
     meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
-    assert meta["counts"]["flickr"] == {"images": FLICKR_SPLITS, "objects": summary.flickr_objects,
-                                        "captions": {"en": 33}}  # fmt: skip
+    assert meta["counts"]["flickr"] == {
+        "images": FLICKR_SPLITS,
+        "objects": summary.flickr_objects,
+        "captions": {"en": 33},
+    }
     assert meta["config"]["flickr"] == {"splits": FLICKR_SPLITS, "captions_per_image": 3, "own_style": False}
 
 
 def test_progress_counts_the_images_of_both_corpora(tmp_path: Path) -> None:
     reports: list[tuple[int, int]] = []
-    config = SyntheticConfig(image_size=64, splits=SplitCounts(30, 0, 0), parallel_pairs=SplitCounts(0, 0, 0),
-                             flickr=FlickrLikeConfig(SplitCounts(20, 3, 2)))  # fmt: skip
-    generate(config, tmp_path / "out", seed=SEED, languages=LANGUAGES,
-             progress=lambda done, total: reports.append((done, total)))  # fmt: skip
+    config = SyntheticConfig(
+        image_size=64,
+        splits=SplitCounts(30, 0, 0),
+        parallel_pairs=SplitCounts(0, 0, 0),
+        flickr=FlickrLikeConfig(SplitCounts(20, 3, 2)),
+    )
+    generate(
+        config,
+        tmp_path / "out",
+        seed=SEED,
+        languages=LANGUAGES,
+        progress=lambda done, total: reports.append((done, total)),
+    )
     assert reports == [(50, 55), (55, 55)]
 
 
@@ -549,11 +578,13 @@ def test_a_run_that_fails_in_the_second_corpus_leaves_nothing(tmp_path: Path, mo
     [
         ({"splits": {"train": 0, "val": 5, "test": 5}}, r"flickr\.splits\.train: got 0, allowed: at least 1 when"),
         ({"splits": {"train": 5, "val": -1, "test": 0}}, r"flickr\.splits\.val: got -1, allowed: 0 to"),
-        ({"splits": {"train": 5, "val": 0, "test": 0}, "captions_per_image": 0},
-         r"flickr\.captions_per_image: got 0, allowed: 1 to 20"),
+        (
+            {"splits": {"train": 5, "val": 0, "test": 0}, "captions_per_image": 0},
+            r"flickr\.captions_per_image: got 0, allowed: 1 to 20",
+        ),
         ({"captions_per_image": 21}, r"flickr\.captions_per_image: got 21, allowed: 1 to 20"),
     ],
-)  # fmt: skip
+)
 def test_second_corpus_config_errors_name_their_keys(section: dict, message: str) -> None:
     with pytest.raises(SettingError, match=message):
         build(SyntheticConfig, {"flickr": section})

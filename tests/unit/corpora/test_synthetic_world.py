@@ -29,11 +29,30 @@ from corpora.synthetic.streams import stream
 
 LANGUAGES = Languages("en", ("de",))
 WORLD = SyntheticConfig(image_size=96, splits=SplitCounts(150, 10, 60), parallel_pairs=SplitCounts(400, 10, 10))
-GERMAN_COLOURS = {"rot": "red", "grün": "green", "blau": "blue", "gelb": "yellow", "orangefarben": "orange",
-                  "violett": "purple", "schwarz": "black", "weiß": "white"}  # fmt: skip
-GERMAN_SHAPES = {"Kreis": "circle", "Quadrat": "square", "Dreieck": "triangle", "Stern": "star", "Raute": "diamond",
-                 "Sechseck": "hexagon", "Kreuz": "cross", "Ellipse": "ellipse", "Oval": "ellipse", "Herz": "heart",
-                 "Fünfeck": "pentagon", "Pluszeichen": "cross"}  # fmt: skip
+GERMAN_COLOURS = {
+    "rot": "red",
+    "grün": "green",
+    "blau": "blue",
+    "gelb": "yellow",
+    "orangefarben": "orange",
+    "violett": "purple",
+    "schwarz": "black",
+    "weiß": "white",
+}
+GERMAN_SHAPES = {
+    "Kreis": "circle",
+    "Quadrat": "square",
+    "Dreieck": "triangle",
+    "Stern": "star",
+    "Raute": "diamond",
+    "Sechseck": "hexagon",
+    "Kreuz": "cross",
+    "Ellipse": "ellipse",
+    "Oval": "ellipse",
+    "Herz": "heart",
+    "Fünfeck": "pentagon",
+    "Pluszeichen": "cross",
+}
 
 
 @pytest.fixture(scope="module")

@@ -101,5 +101,6 @@ def test_a_non_finite_loss_stops_the_encoder_training(monkeypatch: pytest.Monkey
     data = labelled_glimpses(examples, TINY, objects=objects, attributes=attributes)
     monkeypatch.setattr(features.compact.F, "cross_entropy", lambda *args, **kw: torch.tensor(float("nan")))
     with pytest.raises(FloatingPointError, match=r"^compact encoder training diverged at epoch 1: the loss is nan"):
-        train_encoder(data, TINY, CompactTraining(epochs=2, batch_size=8, lr=1e-2), objects=objects,
-                      attributes=attributes, seed=3)  # fmt: skip
+        train_encoder(
+            data, TINY, CompactTraining(epochs=2, batch_size=8, lr=1e-2), objects=objects, attributes=attributes, seed=3
+        )

@@ -65,8 +65,15 @@ def run_all(tmp_path: Path, jobs: list[ImageJob], on_bad_image: str = "fail") ->
     ledger = ShardLedger(tmp_path / "work", "f" * 64)
     reports = []
     for shard in shards:
-        report = extract_into_ledger(ledger, shard, MeanColourExtractor, batch_size=2, on_bad_image=on_bad_image,
-                                     checkpoint_sha256=None, config={})  # type: ignore[arg-type]  # fmt: skip
+        report = extract_into_ledger(
+            ledger,
+            shard,
+            MeanColourExtractor,
+            batch_size=2,
+            on_bad_image=on_bad_image,
+            checkpoint_sha256=None,
+            config={},
+        )  # type: ignore[arg-type]
         reports.append(report)
     return ledger, reports
 
@@ -82,8 +89,12 @@ def test_a_finished_shard_is_never_extracted_again(tmp_path: Path) -> None:
         return MeanColourExtractor()
 
     shards = plan_shards(jobs, 2)
-    again = [extract_into_ledger(ledger, shard, counting, batch_size=2, on_bad_image="fail", checkpoint_sha256=None,
-                                 config={}) for shard in shards]  # fmt: skip
+    again = [
+        extract_into_ledger(
+            ledger, shard, counting, batch_size=2, on_bad_image="fail", checkpoint_sha256=None, config={}
+        )
+        for shard in shards
+    ]
     assert built == [] and [(r.shard, r.images, r.regions) for r in again] == [
         (r.shard, r.images, r.regions) for r in first
     ]

@@ -478,8 +478,11 @@ def test_scan_import_refuses_images_of_a_split_without_a_file(tmp_path: Path) ->
     images = _images(["t0", "s0", "s1"], ["train", "test", "test"])
     np.save(tmp_path / "test_ims.npy", np.ones((2, 2, 4), np.float32))
     config = FeaturesConfig(extractor="scan-npy", imported=ImportConfig(scan_splits={"test": "test"}))
-    with pytest.raises(InputError, match=r"^imported\.scan_splits: no file stem for the train split of the prepared "
-                       r"images; add `train: <stem>` for .*/<stem>_ims\.npy$"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"^imported\.scan_splits: no file stem for the train split of the prepared "
+        r"images; add `train: <stem>` for .*/<stem>_ims\.npy$",
+    ):
         EXTRACTORS["scan-npy"].run(config, images, tmp_path, tmp_path / "store")  # type: ignore[union-attr]
     assert not (tmp_path / "store").exists()
 
@@ -623,8 +626,13 @@ def test_every_corpus_is_featurized_by_the_encoder_of_the_builtin_train_split(tm
     val_and_test = [i for i in ids if f"{i}.png" not in listed]
 
     def corpus(train_ids: list[str]) -> pa.Table:
-        return pa.table({"image_id": ids, "path": [f"{i}.png" for i in ids],
-                         "split": ["train" if i in train_ids else "test" for i in ids]})  # fmt: skip
+        return pa.table(
+            {
+                "image_id": ids,
+                "path": [f"{i}.png" for i in ids],
+                "split": ["train" if i in train_ids else "test" for i in ids],
+            }
+        )
 
     preset = FeaturesConfig(regions=GIVEN, compact=TINY_PRESET)
     weights = EXTRACTORS["compact"].weights  # type: ignore[union-attr]

@@ -69,10 +69,20 @@ def _captions(rows: list[tuple[str, str, str, str | None, int, str | None]]) -> 
     """(caption_id, lang, origin, system, hop, parent_id) rows of one train image, unvalidated (as a synthesized
     file is: its first hop's parents live in the prepared table)."""
     records = [
-        {"caption_id": caption_id, "image_id": "a", "split": "train", "lang": lang, "text": f"text of {caption_id}",
-         "origin": origin, "system": system, "hop": hop, "parent_id": parent, "kind": "comparable"}
+        {
+            "caption_id": caption_id,
+            "image_id": "a",
+            "split": "train",
+            "lang": lang,
+            "text": f"text of {caption_id}",
+            "origin": origin,
+            "system": system,
+            "hop": hop,
+            "parent_id": parent,
+            "kind": "comparable",
+        }
         for caption_id, lang, origin, system, hop, parent in rows
-    ]  # fmt: skip
+    ]
     return pa.Table.from_pylist(records, schema=CAPTIONS_SCHEMA)
 
 

@@ -13,8 +13,13 @@ from mmt.curves import COLUMNS, learning_curve
 
 def _history(path: Path, steps: list[int], bleu: list[float]) -> None:
     # the columns fit_system writes: step, epoch, loss, score, val_bleu
-    write_tsv(path, [{"step": step, "epoch": index + 1, "loss": 2.0 / (index + 1), "score": value, "val_bleu": value}
-                     for index, (step, value) in enumerate(zip(steps, bleu, strict=True))])  # fmt: skip
+    write_tsv(
+        path,
+        [
+            {"step": step, "epoch": index + 1, "loss": 2.0 / (index + 1), "score": value, "val_bleu": value}
+            for index, (step, value) in enumerate(zip(steps, bleu, strict=True))
+        ],
+    )
 
 
 def test_fine_tuning_steps_continue_from_the_last_pretraining_step(tmp_path: Path) -> None:

@@ -53,8 +53,9 @@ def test_evaluate_system_scores_the_image_dependent_words_and_contrastive_items(
     items = contrastive_items(table, "en", "de")
     for backend in BACKENDS:
         folder = str(trained.folder(backend))
-        evaluation = evaluate_system(folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU,
-                                     contrastive=items)  # fmt: skip
+        evaluation = evaluate_system(
+            folder, test, store=str(trained.store), tgt="de", beam=2, runtime=CPU, contrastive=items
+        )
         metrics = evaluation.metrics
         assert test.tgt_words is not None
         expected = image_dependent_scores(evaluation.hypotheses, test.tgt, test.tgt_words, "de")
@@ -74,8 +75,9 @@ def test_evaluate_system_scores_the_image_dependent_words_and_contrastive_items(
         # the four pairs in the order evaluate_system batches them: the same numbers
         expected_accuracy = contrastive_accuracy([ContrastiveScores(a_with_a, b_with_a, b_with_b, a_with_b)])
         assert contrastive["accuracy"] == expected_accuracy
-    backward = evaluate_system(str(trained.folder("text-only")), test, store=None, tgt="de", beam=1, runtime=CPU,
-                               contrastive=[])  # fmt: skip
+    backward = evaluate_system(
+        str(trained.folder("text-only")), test, store=None, tgt="de", beam=1, runtime=CPU, contrastive=[]
+    )
     assert backward.metrics["contrastive"] == "the corpus has no contrastive items for this direction"
     nothing = dataclasses.replace(test, tgt_words=[[] for _ in test.src])
     evaluation = evaluate_system(str(trained.folder("text-only")), nothing, store=None, tgt="de", beam=1, runtime=CPU)
@@ -84,8 +86,9 @@ def test_evaluate_system_scores_the_image_dependent_words_and_contrastive_items(
 
 def test_compared_accuracies_side_by_side_or_why_not() -> None:
     def evaluation(word_accuracy: float, accuracy: float) -> Evaluation:
-        return Evaluation({"image_dependent": {"word_accuracy": word_accuracy}, "contrastive": {"accuracy": accuracy}},
-                          [])  # fmt: skip
+        return Evaluation(
+            {"image_dependent": {"word_accuracy": word_accuracy}, "contrastive": {"accuracy": accuracy}}, []
+        )
 
     assert compared_accuracies(evaluation(0.25, 0.5), evaluation(0.75, 0.625)) == {
         "word_accuracy": {"baseline": 0.25, "system": 0.75},

@@ -131,8 +131,9 @@ def test_batched_model_matches_the_equations_written_thread_by_thread(
 ) -> None:
     """Text-only = ONE thread without visual token; regional = K threads [v_k, x]; padding of both is masked; the
     region context adds W_v sum_k b_ik z_k to Eq. 1 and the word grounding W_w g_j to each word (with regions only)."""
-    config = MMTConfig(emb_dim=16, hidden=24, dropout=0.0, layers=layers, region_context=region_context,
-                       word_grounding=word_grounding)  # fmt: skip
+    config = MMTConfig(
+        emb_dim=16, hidden=24, dropout=0.0, layers=layers, region_context=region_context, word_grounding=word_grounding
+    )
     model = tiny_model(config, seed=4)
     with_live_region_context(model)
     src = random_sentences(4, vocab=SHAPE.src_vocab, seed=5)
@@ -326,9 +327,12 @@ def test_empty_image_and_empty_text_only_sentence_are_rejected() -> None:
 
 @pytest.mark.parametrize(
     ("changes", "message"),
-    [({"dropout": 1.0}, r"dropout: got 1\.0, allowed: 0 <= dropout < 1"), ({"layers": 0}, r"layers: got 0"),
-     ({"hidden": 2}, r"hidden: got 2, allowed: 4 to")],
-)  # fmt: skip
+    [
+        ({"dropout": 1.0}, r"dropout: got 1\.0, allowed: 0 <= dropout < 1"),
+        ({"layers": 0}, r"layers: got 0"),
+        ({"hidden": 2}, r"hidden: got 2, allowed: 4 to"),
+    ],
+)
 def test_invalid_configs_are_rejected(changes: dict[str, float], message: str) -> None:
     with pytest.raises(SettingError, match=message):
         MMTConfig(**changes)  # type: ignore[arg-type]

@@ -31,8 +31,15 @@ def assert_same_weights(model: RegionalMMT, other: RegionalMMT) -> None:
 
 def save_old_format(path: Path, model: RegionalMMT, extra: dict[str, object]) -> None:
     """A checkpoint as the earlier save_mmt wrote it: one torch.save dict."""
-    torch.save({"config": asdict(model.config), "shape": asdict(model.shape), "state_dict": model.state_dict(),
-                "extra": extra}, path)  # fmt: skip
+    torch.save(
+        {
+            "config": asdict(model.config),
+            "shape": asdict(model.shape),
+            "state_dict": model.state_dict(),
+            "extra": extra,
+        },
+        path,
+    )
 
 
 def test_round_trip_gives_the_same_tensors_config_and_extra(tmp_path: Path) -> None:

@@ -15,24 +15,38 @@ from mmt.synthesis import SynthesisTask, hop_languages, select_sources, synthesi
 
 
 def prepared() -> pa.Table:
-    images = tables.images_table({"image_id": ["a", "b", "c"], "split": ["train", "train", "test"],
-                                  "path": ["a", "b", "c"], "width": [None] * 3, "height": [None] * 3,
-                                  "dataset": ["toy"] * 3})  # fmt: skip
-    rows = [("a#en#c1", "a", "train", "en", "A red circle.", "comparable"),
-            ("a#en#c2", "a", "train", "en", "A circle.", "comparable"),
-            ("a#en#t", "a", "train", "en", "A big circle.", "translation"),
-            ("b#en#c1", "b", "train", "en", "Two blue stars.", "comparable"),
-            ("b#de#c1", "b", "train", "de", "Zwei blaue Sterne.", "comparable"),
-            ("c#en#c1", "c", "test", "en", "A cross.", "comparable")]  # fmt: skip
+    images = tables.images_table(
+        {
+            "image_id": ["a", "b", "c"],
+            "split": ["train", "train", "test"],
+            "path": ["a", "b", "c"],
+            "width": [None] * 3,
+            "height": [None] * 3,
+            "dataset": ["toy"] * 3,
+        }
+    )
+    rows = [
+        ("a#en#c1", "a", "train", "en", "A red circle.", "comparable"),
+        ("a#en#c2", "a", "train", "en", "A circle.", "comparable"),
+        ("a#en#t", "a", "train", "en", "A big circle.", "translation"),
+        ("b#en#c1", "b", "train", "en", "Two blue stars.", "comparable"),
+        ("b#de#c1", "b", "train", "de", "Zwei blaue Sterne.", "comparable"),
+        ("c#en#c1", "c", "test", "en", "A cross.", "comparable"),
+    ]
     columns = dict(
         zip(["caption_id", "image_id", "split", "lang", "text", "kind"], zip(*rows, strict=True), strict=True)
     )
     count = len(rows)
     return tables.captions_table(
-        {**{k: list(v) for k, v in columns.items()}, "origin": ["human"] * count, "system": [None] * count,
-         "hop": [0] * count, "parent_id": [None] * count},
+        {
+            **{k: list(v) for k, v in columns.items()},
+            "origin": ["human"] * count,
+            "system": [None] * count,
+            "hop": [0] * count,
+            "parent_id": [None] * count,
+        },
         images=images,
-    )  # fmt: skip
+    )
 
 
 class Recorder:

@@ -162,13 +162,26 @@ def annotations(images: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Image-dependent words of the German test captions of i28 and i29 (their colour) and of the English one of
     i30; one en->de contrastive item over i28 and i29."""
     words = tables.image_dependent_table(
-        {"split": ["test"] * 3, "image_id": ["i28", "i29", "i30"], "lang": ["de", "de", "en"],
-         "words": [["rotes"], ["blaues"], ["green"]]}, images=images
-    )  # fmt: skip
+        {
+            "split": ["test"] * 3,
+            "image_id": ["i28", "i29", "i30"],
+            "lang": ["de", "de", "en"],
+            "words": [["rotes"], ["blaues"], ["green"]],
+        },
+        images=images,
+    )
     items = tables.contrastive_table(
-        {"src_lang": ["en"], "tgt_lang": ["de"], "source": ["A dark circle is on the top."], "image_a": ["i28"],
-         "image_b": ["i29"], "translation_a": [sentence(28)[1]], "translation_b": [sentence(29)[1]]}, images=images
-    )  # fmt: skip
+        {
+            "src_lang": ["en"],
+            "tgt_lang": ["de"],
+            "source": ["A dark circle is on the top."],
+            "image_a": ["i28"],
+            "image_b": ["i29"],
+            "translation_a": [sentence(28)[1]],
+            "translation_b": [sentence(29)[1]],
+        },
+        images=images,
+    )
     return words, items
 
 
@@ -479,8 +492,11 @@ def test_text_only_system_ignores_images_and_mmt_needs_them(trained: Trained) ->
 
 
 def test_system_sha256_is_the_weights_file_hash(trained: Trained) -> None:
-    for backend, name in (("mmt", "finetune.safetensors"), ("text-only", "finetune.safetensors"),
-                          ("marian", "model.safetensors")):  # fmt: skip
+    for backend, name in (
+        ("mmt", "finetune.safetensors"),
+        ("text-only", "finetune.safetensors"),
+        ("marian", "model.safetensors"),
+    ):
         folder = trained.folder(backend)
         assert system_sha256(str(folder)) == hashlib.sha256((folder / name).read_bytes()).hexdigest(), backend
     assert system_sha256(str(trained.folder("mmt"))) != system_sha256(str(trained.folder("text-only")))
@@ -547,8 +563,9 @@ def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Tr
     (swapped / "src.model").write_bytes((source / "tgt.model").read_bytes())
     (swapped / "tgt.model").write_bytes((source / "src.model").read_bytes())
     config = json.loads((source / "text.json").read_text())
-    config.update(src_lang="de", tgt_lang="en", src_vocab_size=config["tgt_vocab_size"],
-                  tgt_vocab_size=config["src_vocab_size"])  # fmt: skip
+    config.update(
+        src_lang="de", tgt_lang="en", src_vocab_size=config["tgt_vocab_size"], tgt_vocab_size=config["src_vocab_size"]
+    )
     (swapped / "text.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match=r"finetune\.json: .*the checkpoint belongs to another system folder"):
         MMTTranslator.load(swapped, "finetune", regions=None, device=torch.device("cpu"))
@@ -556,8 +573,11 @@ def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Tr
 
 
 def test_each_fit_leaves_its_learning_curve_beside_the_checkpoint(trained: Trained) -> None:
-    for path in (trained.root / "en-de" / "pretrain.history.tsv", trained.folder("mmt") / "finetune.history.tsv",
-                 trained.folder("text-only") / "finetune.history.tsv"):  # fmt: skip
+    for path in (
+        trained.root / "en-de" / "pretrain.history.tsv",
+        trained.folder("mmt") / "finetune.history.tsv",
+        trained.folder("text-only") / "finetune.history.tsv",
+    ):
         lines = path.read_text().splitlines()
         assert lines[0].split("\t") == ["step", "epoch", "loss", "score", "val_bleu"], path
         assert len(lines) >= 2 and 0 <= float(lines[1].split("\t")[4]) <= 100
@@ -569,8 +589,9 @@ def test_each_validation_reaches_the_progress_callback_as_the_history_records_it
     model_dir = tmp_path / "en-de"
     shutil.copytree(trained.root / "en-de", model_dir)
     seen: list[dict[str, float]] = []
-    best = pretrain(trained.data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU,
-                    on_validation=seen.append)  # fmt: skip
+    best = pretrain(
+        trained.data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU, on_validation=seen.append
+    )
     history = (model_dir / "pretrain.history.tsv").read_text().splitlines()
     columns = history[0].split("\t")
     recorded = [dict(zip(columns, line.split("\t"), strict=True)) for line in history[1:]]

@@ -206,10 +206,19 @@ def _fit_with_mixing(tmp_path: Path, mixed_pairs: int, mixed: Sequence[Example],
     train = [Example((1 + i, 2 + i), (13 + i, 14 + i, EOS), image_row=i % 2) for i in range(11)]
     model = new_model()
     validations = iter(range(1000))  # each validation beats the one before: the last weights are kept
-    fit(model, train, regions=regions, evaluate=lambda model: float(next(validations)),
+    fit(
+        model,
+        train,
+        regions=regions,
+        evaluate=lambda model: float(next(validations)),
         config=TrainConfig(epochs=120, batch_size=4, lr=1e-2, patience=1000, mixed_pairs=mixed_pairs),
-        seed=0, device=CPU, autocast=no_autocast, checkpoint_path=tmp_path / "mixed", progress=progress,
-        mixed=mixed)  # fmt: skip
+        seed=0,
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "mixed",
+        progress=progress,
+        mixed=mixed,
+    )
     return model
 
 
@@ -324,8 +333,14 @@ def test_load_pretrained_starts_the_region_context_and_the_word_grounding_afresh
     model = RegionalMMT(replace(CONFIG, region_context=True, word_grounding=True), SHAPE)
     fresh = copy.deepcopy(model.state_dict())
     skipped = load_pretrained_into(model, tmp_path / "pretrain")
-    assert skipped == ["region_att.weight", "region_combine.weight", "region_ground.weight",
-                       "region_ground_out.weight", "region_proj.bias", "region_proj.weight"]  # fmt: skip
+    assert skipped == [
+        "region_att.weight",
+        "region_combine.weight",
+        "region_ground.weight",
+        "region_ground_out.weight",
+        "region_proj.bias",
+        "region_proj.weight",
+    ]
     assert torch.equal(model.region_att.weight, fresh["region_att.weight"])
     assert torch.equal(model.region_ground.weight, fresh["region_ground.weight"])
     assert not model.region_combine.weight.any() and not model.region_ground_out.weight.any()
@@ -343,8 +358,13 @@ def test_parameter_groups_give_the_visual_parts_their_own_learning_rate() -> Non
     assert len(plain) == 1 and len(plain[0]["params"]) == len(names)  # type: ignore[arg-type]
     others, visual = parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10))
     assert sorted(names[id(param)] for param in visual["params"]) == [  # type: ignore[attr-defined]
-        "region_att.weight", "region_combine.weight", "region_ground.weight", "region_ground_out.weight",
-        "region_proj.bias", "region_proj.weight"]  # fmt: skip
+        "region_att.weight",
+        "region_combine.weight",
+        "region_ground.weight",
+        "region_ground_out.weight",
+        "region_proj.bias",
+        "region_proj.weight",
+    ]
     assert visual["lr"] == pytest.approx(1e-2) and "lr" not in others
     assert len(others["params"]) + 6 == len(names)  # type: ignore[arg-type]
     optimizer = torch.optim.Adam(parameter_groups(model, TrainConfig(lr=1e-3, visual_lr_scale=10)), lr=1e-3)
@@ -395,8 +415,15 @@ def test_a_non_finite_loss_or_gradient_stops_training_before_the_update(
 
     monkeypatch.setattr(train_module, "mmt_loss", poisoned)
     config = TrainConfig(epochs=3, batch_size=4, lr=1e-2, patience=1000)
-    common = {"regions": None, "evaluate": exact_matches(toy_pairs()), "config": config, "seed": 1, "device": CPU,
-              "autocast": no_autocast, "checkpoint_path": tmp_path / "mmt"}  # fmt: skip
+    common = {
+        "regions": None,
+        "evaluate": exact_matches(toy_pairs()),
+        "config": config,
+        "seed": 1,
+        "device": CPU,
+        "autocast": no_autocast,
+        "checkpoint_path": tmp_path / "mmt",
+    }
     with pytest.raises(FloatingPointError, match=r"^MMT training diverged at epoch 2, step 3: the loss is nan"):
         fit(new_model(), toy_pairs(), **common)  # type: ignore[arg-type]
     monkeypatch.setattr(train_module, "mmt_loss", real)

@@ -96,12 +96,14 @@ def test_flags_override_the_params_defaults(tmp_path: Path, capsys: pytest.Captu
     given = tmp_path / "given"
     given.mkdir()
     absent = str(tmp_path / "absent.yaml")
-    err = one_line_error(["search", "q", "--lang", "en", "--model", str(given), "--device", "cpu", "--params", absent],
-                         capsys)  # fmt: skip
+    err = one_line_error(
+        ["search", "q", "--lang", "en", "--model", str(given), "--device", "cpu", "--params", absent], capsys
+    )
     assert re.fullmatch(rf"{re.escape(str(given))}/model\.safetensors: retrieval checkpoint not found.*", err)
     models = tmp_path / "models"
-    err = one_line_error(["translate", "--src", "en", "--tgt", "de", "--models", str(models), "--params", absent],
-                         capsys)  # fmt: skip
+    err = one_line_error(
+        ["translate", "--src", "en", "--tgt", "de", "--models", str(models), "--params", absent], capsys
+    )
     assert err.startswith(f"{models / 'mmt-en-de'}: no trained model for en->de")
     params = str(params_elsewhere(tmp_path))
     err = one_line_error(["search", "q", "--lang", "en", "--model", str(given), "--params", params], capsys)

@@ -17,8 +17,14 @@ COMMANDS = ("check-params", "inspect", "translate", "search", "profile", "schema
 
 def imported_by(argv: list[str]) -> set[str]:
     """The top-level modules ``python -m mmtr.cli <argv>`` imports, from ``-X importtime``'s report."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mmtr.cli", *argv], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "mmtr.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", done.stderr, flags=re.MULTILINE)
     return {name.split(".")[0] for name in found}

@@ -165,9 +165,13 @@ RAW_PARAMS = [  # bytes of the params file -> what the message names
 @pytest.mark.parametrize(("name", "content", "culprit"), RAW_PARAMS, ids=[case[0] for case in RAW_PARAMS])
 @pytest.mark.parametrize("module", ["flows.train_mmt", "flows.features", "mmtr"])
 def test_unreadable_params_files(
-    name: str, content: bytes | str | None, culprit: str, module: str, tmp_path: Path,
+    name: str,
+    content: bytes | str | None,
+    culprit: str,
+    module: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     params = tmp_path / "params.yaml"
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
     if content is None:
@@ -185,8 +189,12 @@ def test_unreadable_params_files(
     one_line_error(err, program, rf"{re.escape(str(params))}.*(?:{culprit})")
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str], stdin: bytes | None = None,
-         monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str]:  # fmt: skip
+def _cli(
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    stdin: bytes | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> tuple[int, str]:
     if stdin is not None and monkeypatch is not None:
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
     with pytest.raises(SystemExit) as stopped:

@@ -132,8 +132,11 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     doubled = tmp_path / "doubled.yaml"
     doubled.write_text(with_a_duplicate_key(repository), encoding="utf-8")
     line = doubled.read_text(encoding="utf-8").splitlines().index(DUPLICATE_LINE) + 1
-    with pytest.raises(ParamsError, match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr_decay_epoch' "
-                                          rf"\(first given on line {line - 1}\); each key once$"):  # fmt: skip
+    with pytest.raises(
+        ParamsError,
+        match=rf"^{re.escape(str(doubled))}:{line}: duplicate key 'lr_decay_epoch' "
+        rf"\(first given on line {line - 1}\); each key once$",
+    ):
         load_params(doubled)
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"seed: 0\n# caf\xe9\n")
@@ -293,8 +296,17 @@ def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> 
     assert in_app == {"Params", "Paths", "CorpusParams", "CorpusRoles", "RunnerParams", "DistributedParams"}
     owners = {kind.__module__.split(".")[0] for kind in reachable} - {"mmtr"}
     assert owners <= {"common", "corpora", "features", "mmt", "retrieval"}
-    assert {"SyntheticConfig", "FeaturesConfig", "SystemsConfig", "TrainConfig", "RetrievalConfig", "RankingLoss",
-            "MarianTrainConfig", "MMTConfig", "CompactTraining"} <= {kind.__name__ for kind in reachable}  # fmt: skip
+    assert {
+        "SyntheticConfig",
+        "FeaturesConfig",
+        "SystemsConfig",
+        "TrainConfig",
+        "RetrievalConfig",
+        "RankingLoss",
+        "MarianTrainConfig",
+        "MMTConfig",
+        "CompactTraining",
+    } <= {kind.__name__ for kind in reachable}
 
 
 def test_every_library_config_with_defaults_is_valid_as_it_stands() -> None:
@@ -376,8 +388,13 @@ def test_corpus_names_are_stage_and_folder_names(tree: dict[str, Any]) -> None:
 def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
     """The paper's setup: the MMT learns on one corpus, the other is augmented and retrieved on."""
     changed = copy.deepcopy(tree)
-    changed["corpora"]["flickr"] = {"format": "karpathy", "dataset": "flickr30k", "source": "f/dataset.json",
-                                    "images": "f/images", "boxes": "f/objects.parquet"}  # fmt: skip
+    changed["corpora"]["flickr"] = {
+        "format": "karpathy",
+        "dataset": "flickr30k",
+        "source": "f/dataset.json",
+        "images": "f/images",
+        "boxes": "f/objects.parquet",
+    }
     changed["corpus_roles"]["target"] = "flickr"
     params = parse_params(changed)
     assert params.corpus(params.corpus_roles.target).format == "karpathy"

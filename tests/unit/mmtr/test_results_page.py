@@ -78,9 +78,15 @@ def test_the_glance_block_shows_each_number_once_rounded_as_written(params: Para
 
 
 def test_the_page_holds_the_stage_times_and_the_reports_tables(params: Params, tmp_path: Path) -> None:
-    stages = {"command": "dvc repro", "machine": "2 CPU cores (x86_64, Linux)", "seconds": 524.4,
-              "stages": [{"stage": "generate", "status": "ran", "seconds": 13.04},
-                         {"stage": "report", "status": "unchanged", "seconds": None}]}  # fmt: skip
+    stages = {
+        "command": "dvc repro",
+        "machine": "2 CPU cores (x86_64, Linux)",
+        "seconds": 524.4,
+        "stages": [
+            {"stage": "generate", "status": "ran", "seconds": 13.04},
+            {"stage": "report", "status": "unchanged", "seconds": None},
+        ],
+    }
     page = results_page(read_pipeline_metrics(params, tmp_path), params, STAMP, stages)
     assert page.startswith("# Results\n\nFrom the metrics that `dvc.lock` records at commit abc1234;")
     assert "`dvc repro` took 8 min 44 s on 2 CPU cores (x86_64, Linux)." in page

@@ -46,12 +46,16 @@ stages:
 PARAMS = {
     "seed": 7,
     "languages": {"pivot": "en"},
-    "paths": {"prepared": "data/prepared", "models": "data/models", "augmented": "data/augmented",
-              "metrics": "data/metrics"},
+    "paths": {
+        "prepared": "data/prepared",
+        "models": "data/models",
+        "augmented": "data/augmented",
+        "metrics": "data/metrics",
+    },
     "corpus_roles": {"mmt_finetune": "synthetic"},
     "mmt": {"targets": ["de"], "model": {"emb_dim": 128, "hidden": 256}, "beam": 5},
     "retrieval": {"train": {"epochs": 6, "lr": 0.0002}, "models": ["san"]},
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -66,9 +70,14 @@ def test_a_foreach_run_card_shows_its_settings_inputs_and_outputs(
 ) -> None:
     monkeypatch.delenv("DVC_EXP_NAME", raising=False)
     dvc_yaml, params = files
-    card = run_card_markdown("train_mmt@de", params_file=params, dvc_yaml=dvc_yaml,
-                             command=["python", "-m", "flows.train_mmt", "--target", "de"], commit="abc1234+dirty",
-                             date="2026-11-25")  # fmt: skip
+    card = run_card_markdown(
+        "train_mmt@de",
+        params_file=params,
+        dvc_yaml=dvc_yaml,
+        command=["python", "-m", "flows.train_mmt", "--target", "de"],
+        commit="abc1234+dirty",
+        date="2026-11-25",
+    )
     lines = card.splitlines()
     assert lines[0] == "# Run card: train_mmt@de"
     assert "| experiment | none (the workspace) |" in lines
@@ -89,8 +98,14 @@ def test_a_matrix_run_card_resolves_its_item_and_names_the_experiment(
     assert scope == {"item": {"model": "vsepp", "variant": "mmt_f", "role": "all"}}
     assert stage_scope(dvc_yaml, "train_mmt@fr", PARAMS) == {"item": "fr"}
     assert stage_scope(dvc_yaml, "report", PARAMS) == {}
-    card = run_card_markdown("train_retrieval@vsepp-mmt_f-all", params_file=params, dvc_yaml=dvc_yaml,
-                             command=["python"], commit=None, date="unknown date")  # fmt: skip
+    card = run_card_markdown(
+        "train_retrieval@vsepp-mmt_f-all",
+        params_file=params,
+        dvc_yaml=dvc_yaml,
+        command=["python"],
+        commit=None,
+        date="unknown date",
+    )
     assert "| experiment | table1 |" in card and "| code | commit unknown (not a git checkout) (unknown date) |" in card
     assert "- `data/augmented/mmt_f`" in card and "- `data/models/retrieval/vsepp-mmt_f-all`" in card
     assert "## Metrics\n\n- `data/metrics/retrieval/vsepp-mmt_f-all.json`" in card
@@ -107,12 +122,19 @@ def test_this_repos_stages_all_get_a_card(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.chdir(REPO)
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     for name in stages:
-        card = run_card_markdown(name, params_file=REPO / "params.yaml", dvc_yaml=REPO / "dvc.yaml", command=["x"],
-                                 commit="c", date="d")  # fmt: skip
+        card = run_card_markdown(
+            name, params_file=REPO / "params.yaml", dvc_yaml=REPO / "dvc.yaml", command=["x"], commit="c", date="d"
+        )
         assert "## Settings this stage depends on" in card and "## Outputs" in card, name
         assert "${paths." not in card, name  # every path resolved
-    corpus = run_card_markdown("prepare@synthetic", params_file=REPO / "params.yaml", dvc_yaml=REPO / "dvc.yaml",
-                               command=["x"], commit="c", date="d")  # fmt: skip
+    corpus = run_card_markdown(
+        "prepare@synthetic",
+        params_file=REPO / "params.yaml",
+        dvc_yaml=REPO / "dvc.yaml",
+        command=["x"],
+        commit="c",
+        date="d",
+    )
     assert "corpora.synthetic:\n  format: multi30k" in corpus  # foreach over a dict: ${key} is the corpus
 
 

@@ -84,7 +84,7 @@ class Tree:
     leaves: tuple[Leaf, ...] = ()
     by_name: dict[str, Leaf] = field(default_factory=lambda: {"a": Leaf()})
     anything: dict[str, Any] = field(default_factory=dict)
-    mode: Literal["x"] | Literal["y"] | None = None  # fmt: skip
+    mode: Literal["x"] | Literal["y"] | None = None
 
 
 def test_the_walk_follows_every_supported_annotation() -> None:

@@ -21,15 +21,19 @@ def test_runs_are_named_after_the_dvc_stage_and_tagged_with_experiment_and_commi
     monkeypatch.delenv("MMTR_PIPELINE_RUN_ID", raising=False)
     monkeypatch.chdir(REPO)
     assert run_name("train_retrieval") == "train_retrieval"  # run by hand: the stage's own name
-    head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert git_commit() in (head, f"{head}+dirty")
     assert run_tags("train_retrieval") == ["stage:train_retrieval", f"commit:{git_commit()}"]
     monkeypatch.setenv("DVC_STAGE", "train_retrieval@san-mmt_f-all")
     monkeypatch.setenv("DVC_EXP_NAME", "table1")
     assert run_name("train_retrieval") == "train_retrieval@san-mmt_f-all"
-    assert run_tags("train_retrieval")[:3] == ["stage:train_retrieval", "dvc:train_retrieval@san-mmt_f-all",
-                                               "exp:table1"]  # fmt: skip
+    assert run_tags("train_retrieval")[:3] == [
+        "stage:train_retrieval",
+        "dvc:train_retrieval@san-mmt_f-all",
+        "exp:table1",
+    ]
 
 
 def test_outside_a_git_repository_there_is_no_commit_tag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

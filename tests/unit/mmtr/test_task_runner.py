@@ -21,6 +21,9 @@ def test_local_shards_run_on_threads() -> None:
 
 def test_a_dask_runner_without_the_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "prefect_dask", None)  # as if not installed: importing it raises ImportError
-    with pytest.raises(InputError, match=r"^runner\.kind: dask needs prefect-dask and dask\.distributed \(.*\): "
-                                         r"pip install 'mmtr\[dask\]'$"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"^runner\.kind: dask needs prefect-dask and dask\.distributed \(.*\): "
+        r"pip install 'mmtr\[dask\]'$",
+    ):
         task_runner(RunnerParams("dask", 1, "tcp://127.0.0.1:8786"))

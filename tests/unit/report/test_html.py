@@ -49,8 +49,9 @@ def test_translation_sections_become_html_tables() -> None:
 
 def test_the_page_puts_the_pivot_first_with_header_and_charted_axes() -> None:
     results = {"san-none-all": {"de": _metrics(1.0), "en": _metrics(2.0), "en-folds": _metrics(3.0)}}
-    context = ReportContext(pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000},
-                            header=("Commit abc123 (2026-11-25); seed 0",))  # fmt: skip
+    context = ReportContext(
+        pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000}, header=("Commit abc123 (2026-11-25); seed 0",)
+    )
     page = results_html(results, [], LABELS, (), context)
     assert page.index("<h2>en</h2>") < page.index("<h2>de</h2>") and "rsum (of 600)</text>" in page
     assert 'aria-label="rsum per run, en"' in page and ">600</text>" in page and "<p>Commit abc123" in page

@@ -37,15 +37,30 @@ ROUND_TRIPS = {
 }
 WORDS = {"sentences": 3, "words": 4, "word_accuracy": 0.75, "bleu": 40.04, "chrf": 60.0}
 TRANSLATION = {
-    "mt-en-de": {"bleu": 30.0, "chrf": 55.0, "image_awareness": None, "image_dependent": {**WORDS,
-                 "word_accuracy": 0.25}, "contrastive": {"items": 2, "accuracy": 0.5}},
-    "mmt-en-de": {"bleu": 31.25, "chrf": 56.0, "meteor": 52.04, "image_awareness": 1.5, "image_dependent": WORDS,
-                  "contrastive": {"items": 2, "accuracy": 0.625}},
-    "mmt-de-en": {"bleu": 20.0, "chrf": 45.0, "image_awareness": -0.5,
-                  "image_dependent": "no test caption in en has image-dependent words",
-                  "contrastive": "the corpus has no contrastive items for this direction"},
+    "mt-en-de": {
+        "bleu": 30.0,
+        "chrf": 55.0,
+        "image_awareness": None,
+        "image_dependent": {**WORDS, "word_accuracy": 0.25},
+        "contrastive": {"items": 2, "accuracy": 0.5},
+    },
+    "mmt-en-de": {
+        "bleu": 31.25,
+        "chrf": 56.0,
+        "meteor": 52.04,
+        "image_awareness": 1.5,
+        "image_dependent": WORDS,
+        "contrastive": {"items": 2, "accuracy": 0.625},
+    },
+    "mmt-de-en": {
+        "bleu": 20.0,
+        "chrf": 45.0,
+        "image_awareness": -0.5,
+        "image_dependent": "no test caption in en has image-dependent words",
+        "contrastive": "the corpus has no contrastive items for this direction",
+    },
     "mt-de-en": {"bleu": 19.0, "chrf": 44.0, "image_awareness": None},  # written before these measures existed
-}  # fmt: skip
+}
 
 
 def test_split_run_names_model_variant_and_role() -> None:
@@ -131,8 +146,9 @@ def test_translation_table_shows_the_image_measures_where_recorded() -> None:
 def test_replicated_runs_show_mean_and_standard_deviation() -> None:
     """Three seeds of one run, combined as train_retrieval writes them: every recall and rsum is the mean, with the
     sample standard deviation beside it, in the language tables and the translate-search table alike."""
-    runs = [{"en": _metrics(r1), "translate_search": {"de": _metrics(r1 + 1)}, "protocol": "full"}
-            for r1 in (1.0, 2.0, 6.0)]  # fmt: skip
+    runs = [
+        {"en": _metrics(r1), "translate_search": {"de": _metrics(r1 + 1)}, "protocol": "full"} for r1 in (1.0, 2.0, 6.0)
+    ]
     combined = combine_replicates(runs, [0, 1, 2])
     assert combined["en"]["t2i"]["r1"] == 3.0 and combined["std"]["en"]["t2i"]["r1"] == pytest.approx(2.65, abs=0.01)
     assert combined["seeds"] == [0, 1, 2] and combined["protocol"] == "full" and "protocol" not in combined["std"]
@@ -149,8 +165,9 @@ def test_replicated_runs_show_mean_and_standard_deviation() -> None:
 
 def test_context_puts_the_pivot_first_with_header_legend_and_chance() -> None:
     results = {"san-none-all": {"de": _metrics(1.0), "en": _metrics(2.0), "en-folds": _metrics(3.0)}}
-    context = ReportContext(pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000},
-                            header=("Commit abc123 (2026-11-25); seed 0",))  # fmt: skip
+    context = ReportContext(
+        pivot="en", test_images={"en": 100, "de": 100, "en-folds": 1000}, header=("Commit abc123 (2026-11-25); seed 0",)
+    )
     lines = results_markdown(results, LABELS, context).splitlines()
     assert lines.index("## en") < lines.index("## en, mean over test folds") < lines.index("## de")
     assert lines[2] == "Commit abc123 (2026-11-25); seed 0"

@@ -128,9 +128,17 @@ def train_toy(name: str, *, epochs: int = 6, **train: object) -> tuple[object, o
     config = make_config(name, sizes)
     model = build_model(name, config, vocab_size=len(vocab), languages=2, region_dim=8)
     weights = torch.full((len(encoded.type_names),), 0.5)
-    result = fit(model, encoded, validation, regions, loss=RankingLoss(model.default_loss), type_weights=weights,
-                 config=TrainConfig(epochs=epochs, batch_size=12, lr=0.01, lr_decay_epoch=4, **train),  # type: ignore[arg-type]
-                 seed=0, device=torch.device("cpu"))  # fmt: skip
+    result = fit(
+        model,
+        encoded,
+        validation,
+        regions,
+        loss=RankingLoss(model.default_loss),
+        type_weights=weights,
+        config=TrainConfig(epochs=epochs, batch_size=12, lr=0.01, lr_decay_epoch=4, **train),  # type: ignore[arg-type]
+        seed=0,
+        device=torch.device("cpu"),
+    )
     return model, result, (encoded, validation, regions), (config, vocab)
 
 
@@ -170,8 +178,17 @@ def test_checkpoint_round_trip_and_errors(tmp_path: Path) -> None:
     model, _, (encoded, validation, regions), (config, vocab) = train_toy("san", epochs=1)
     assert len(encoded.type_names) == 2  # type: ignore[attr-defined]
     path = tmp_path / "model"
-    save_retrieval(path, model, config=config, vocab=vocab, type_names=encoded.type_names, type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
-                   region_dim=8, max_len=20, extra={"store": "x"})  # fmt: skip
+    save_retrieval(
+        path,
+        model,
+        config=config,
+        vocab=vocab,
+        type_names=encoded.type_names,
+        type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
+        region_dim=8,
+        max_len=20,
+        extra={"store": "x"},
+    )
     loaded = load_retrieval(path, device=torch.device("cpu"), expect_model="san")
     before = evaluate(model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
     after = evaluate(loaded.model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
@@ -191,8 +208,17 @@ def test_checkpoint_round_trip_and_errors(tmp_path: Path) -> None:
 def test_search_finds_the_described_image_and_uses_the_cache(tmp_path: Path) -> None:
     model, _, (encoded, _, regions), (config, vocab) = train_toy("san", warmup_epochs=1)
     path = tmp_path / "model"
-    save_retrieval(path, model, config=config, vocab=vocab, type_names=encoded.type_names, type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
-                   region_dim=8, max_len=20, extra={})  # fmt: skip
+    save_retrieval(
+        path,
+        model,
+        config=config,
+        vocab=vocab,
+        type_names=encoded.type_names,
+        type_weights=[0.5, 0.5],  # type: ignore[arg-type, attr-defined]
+        region_dim=8,
+        max_len=20,
+        extra={},
+    )
     loaded = load_retrieval(path, device=torch.device("cpu"))
     ids = [f"i{i}" for i in range(16)]
     cache = tmp_path / "gallery.pt"

@@ -475,8 +475,11 @@ def test_a_role_tested_on_a_language_it_never_trains_on_stops_before_training(da
     table = pq.read_table(data.captions)
     pq.write_table(table.filter(pc.equal(table["origin"], "human")), human_only)
     role = CONFIG.role("discard_human_targets", "en")
-    with pytest.raises(InputError, match=r"none\.parquet: no training captions of de that the role keeps "
-                       r"\(en, de:synthetic\), but it is tested on en, de$"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"none\.parquet: no training captions of de that the role keeps "
+        r"\(en, de:synthetic\), but it is tested on en, de$",
+    ):
         train_model(CONFIG, "san", role, human_only, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
     assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "model.json").exists()
 
@@ -630,13 +633,28 @@ def test_empty_translations_still_count_as_queries(loaded: LoadedModel, data: Da
 def test_a_translation_that_loses_sentences_is_an_error(loaded: LoadedModel, data: Data) -> None:
     store = FeatureStore.open(data.store)
     with pytest.raises(ValueError, match=r"^translation to en returned 7 sentences for 8 queries$"):
-        translate_search(loaded, _test_rows(data), "de", "en", store, lambda texts: texts[1:], EvaluationConfig(),
-                         source="test", runtime=CPU)  # fmt: skip
+        translate_search(
+            loaded,
+            _test_rows(data),
+            "de",
+            "en",
+            store,
+            lambda texts: texts[1:],
+            EvaluationConfig(),
+            source="test",
+            runtime=CPU,
+        )
 
 
 def test_run_names_are_every_model_variant_and_role_in_the_settings_order() -> None:
     config = RetrievalConfig(models=("san", "scan"), variants=("none", "mmt_f"), roles=("all", "pivot_only"))
     assert config.run_names() == [
-        "san-none-all", "san-none-pivot_only", "san-mmt_f-all", "san-mmt_f-pivot_only",
-        "scan-none-all", "scan-none-pivot_only", "scan-mmt_f-all", "scan-mmt_f-pivot_only",
-    ]  # fmt: skip
+        "san-none-all",
+        "san-none-pivot_only",
+        "san-mmt_f-all",
+        "san-mmt_f-pivot_only",
+        "scan-none-all",
+        "scan-none-pivot_only",
+        "scan-mmt_f-all",
+        "scan-mmt_f-pivot_only",
+    ]

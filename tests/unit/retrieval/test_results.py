@@ -57,17 +57,46 @@ def test_combining_replicates_checks_its_inputs_and_keeps_one_run_as_it_is() -> 
 
 def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
     history = [
-        {"epoch": 0, "lr": 5e-4, "loss": 0.75, "c2c_loss": None, "steps_per_s": 3.3, "val_rsum": 400.0,
-         "val": {"en": {"rsum": 200.0, "i2t_r1": 30.0, "t2i_r1": 20.0}, "de": {"rsum": 200.0, "i2t_r1": 25.0,
-                                                                                "t2i_r1": 21.0}}},
-        {"epoch": 1, "lr": 5e-5, "loss": 0.5, "c2c_loss": None, "steps_per_s": 2.9, "val_rsum": 410.5,
-         "val": {"en": {"rsum": 205.5, "i2t_r1": 31.0, "t2i_r1": 21.0}, "de": {"rsum": 205.0, "i2t_r1": 26.0,
-                                                                                "t2i_r1": 22.0}}},
-    ]  # fmt: skip
+        {
+            "epoch": 0,
+            "lr": 5e-4,
+            "loss": 0.75,
+            "c2c_loss": None,
+            "steps_per_s": 3.3,
+            "val_rsum": 400.0,
+            "val": {
+                "en": {"rsum": 200.0, "i2t_r1": 30.0, "t2i_r1": 20.0},
+                "de": {"rsum": 200.0, "i2t_r1": 25.0, "t2i_r1": 21.0},
+            },
+        },
+        {
+            "epoch": 1,
+            "lr": 5e-5,
+            "loss": 0.5,
+            "c2c_loss": None,
+            "steps_per_s": 2.9,
+            "val_rsum": 410.5,
+            "val": {
+                "en": {"rsum": 205.5, "i2t_r1": 31.0, "t2i_r1": 21.0},
+                "de": {"rsum": 205.0, "i2t_r1": 26.0, "t2i_r1": 22.0},
+            },
+        },
+    ]
     rows = history_rows(history, seed=3)
-    assert rows[1] == {"seed": 3, "epoch": 1, "lr": 5e-5, "loss": 0.5, "c2c_loss": None, "val_rsum": 410.5,
-                       "val_en_rsum": 205.5, "val_en_i2t_r1": 31.0, "val_en_t2i_r1": 21.0, "val_de_rsum": 205.0,
-                       "val_de_i2t_r1": 26.0, "val_de_t2i_r1": 22.0}  # fmt: skip
+    assert rows[1] == {
+        "seed": 3,
+        "epoch": 1,
+        "lr": 5e-5,
+        "loss": 0.5,
+        "c2c_loss": None,
+        "val_rsum": 410.5,
+        "val_en_rsum": 205.5,
+        "val_en_i2t_r1": 31.0,
+        "val_en_t2i_r1": 21.0,
+        "val_de_rsum": 205.0,
+        "val_de_i2t_r1": 26.0,
+        "val_de_t2i_r1": 22.0,
+    }
     write_tsv(tmp_path / "h.tsv", rows)
     lines = (tmp_path / "h.tsv").read_text().splitlines()
     assert lines[0].split("\t")[:6] == ["seed", "epoch", "lr", "loss", "c2c_loss", "val_rsum"]

@@ -32,8 +32,17 @@ def toy(name: str = "san", seed: int = 0) -> tuple[RetrievalModel, Any]:
 
 
 def save(path: Path, model: RetrievalModel, config: Any, extra: dict[str, Any] = EXTRA) -> None:
-    save_retrieval(path, model, config=config, vocab=VOCAB, type_names=TYPES, type_weights=[0.25, 0.75],
-                   region_dim=12, max_len=20, extra=extra)  # fmt: skip
+    save_retrieval(
+        path,
+        model,
+        config=config,
+        vocab=VOCAB,
+        type_names=TYPES,
+        type_weights=[0.25, 0.75],
+        region_dim=12,
+        max_len=20,
+        extra=extra,
+    )
 
 
 def assert_same_weights(model: torch.nn.Module, other: torch.nn.Module) -> None:
@@ -69,9 +78,20 @@ def test_two_saves_of_the_same_model_are_byte_identical(tmp_path: Path) -> None:
 
 def test_a_model_pt_of_the_earlier_format_still_loads(tmp_path: Path) -> None:
     model, config = toy("vsepp", seed=3)
-    torch.save({"model": "vsepp", "config": asdict(config), "vocab": VOCAB.to_dict(), "type_names": list(TYPES),
-                "type_weights": [0.5, 0.5], "region_dim": 12, "max_len": 20, "state_dict": model.state_dict(),
-                "extra": {"store": "old"}}, tmp_path / "model.pt")  # fmt: skip
+    torch.save(
+        {
+            "model": "vsepp",
+            "config": asdict(config),
+            "vocab": VOCAB.to_dict(),
+            "type_names": list(TYPES),
+            "type_weights": [0.5, 0.5],
+            "region_dim": 12,
+            "max_len": 20,
+            "state_dict": model.state_dict(),
+            "extra": {"store": "old"},
+        },
+        tmp_path / "model.pt",
+    )
     for name in ("model.pt", "model"):
         loaded = load_retrieval(tmp_path / name, device=CPU, expect_model="vsepp")
         assert loaded.extra == {"store": "old"} and loaded.type_names == TYPES
