@@ -22,11 +22,13 @@ from tests.flows.helpers import REPO, tiny_params_tree, write_params
 pytestmark = pytest.mark.slow
 
 CODE = [
-    "settings",
+    "common",
     "corpora",
     "features",
     "mmt",
     "retrieval",
+    "report",
+    "mmtr",
     "tasks",
     "flows",
     "dvc.yaml",

@@ -325,8 +325,10 @@ def test_both_directions_at_once_train_what_one_after_the_other_trains(
     assert sorted(path.name for path in (tmp_path / "metrics").iterdir()) == names
     for name in names:
         ours, fixture = (folder / name for folder in (tmp_path / "metrics", trained / "metrics" / "mmt"))
+        if name.endswith(".notes.json"):
+            continue  # read with their metrics file
         if name.endswith(".json"):
-            ours_json, fixture_json = json.loads(ours.read_text()), json.loads(fixture.read_text())
+            ours_json, fixture_json = read_metrics(ours), read_metrics(fixture)
             if "meteor" in fixture_json:  # scored in the fixture, skipped here
                 assert ours_json.pop("meteor") is None
                 for key in ("meteor", "meteor_note"):
