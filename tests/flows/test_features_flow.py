@@ -71,8 +71,8 @@ def test_bad_image_fails_naming_it_or_is_skipped(
 
 def test_butd_extractor_from_a_checkpoint_file(tiny_dataset: TinyDataset, tmp_path: Path) -> None:
     """The real detector path of the stage: a (tiny, random) MILVLG-layout checkpoint, 5 fixed regions."""
+    from tests.unit.features.bottom_up.helpers import tiny_model
     from tests.unit.features.bottom_up.test_weights import milvlg_tensors
-    from tests.unit.features.butd_helpers import tiny_model
 
     (tmp_path / "inputs").mkdir()
     torch.save(milvlg_tensors(tiny_model()), tmp_path / "inputs" / "tiny-bua.pth")

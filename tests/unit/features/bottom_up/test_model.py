@@ -12,7 +12,7 @@ import torch
 from features.bottom_up.extractor import BUTDExtractor, caffe_scale, preprocess_image
 from features.bottom_up.model import BottomUpAttention, select_proposals, select_regions
 from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, RegionSelection
-from tests.unit.features.butd_helpers import TINY, images, tiny_model
+from tests.unit.features.bottom_up.helpers import TINY, images, tiny_model
 
 CPU = torch.device("cpu")
 

@@ -27,7 +27,7 @@ from features.bottom_up.weights import (
     read_checkpoint,
 )
 from features.regions import FixedRegions
-from tests.unit.features.butd_helpers import TINY, images, tiny_model
+from tests.unit.features.bottom_up.helpers import TINY, images, tiny_model
 
 EPS = 1e-5
 A, SCALES, RATIOS = TINY.num_anchors, len(TINY.anchor_scales), len(TINY.anchor_ratios)
