@@ -17,7 +17,7 @@ from prefect import flow, tags
 from common.files import atomic_dir
 from corpora.tables import read_images
 from mmtr.params import Params
-from mmtr.stage import commit_date, git_commit, named, run_stage, run_tags, stage_parser
+from mmtr.stage import named, run_stage, run_tags, stage_parser
 from report.tables import ReportContext
 from tasks import artifact_key
 from tasks.report import ReportInputs, write_report
@@ -38,17 +38,16 @@ def report(
 
 
 def report_context(params: Params, prepared: str) -> ReportContext:
-    """The pivot, the images each test language is ranked against, and a header with the code's commit and date and
-    the settings the tables depend on."""
+    """The pivot, the images each test language is ranked against, and a header with the settings the tables depend
+    on. No commit or date: the report is a DVC output, whose version is the commit of the dvc.lock that records it,
+    and the same inputs must give the same bytes."""
     retrieval = params.retrieval
     splits = read_images(Path(prepared) / "images.parquet").column("split").to_pylist()
     test = [split for split in splits if split == "test"]
     folds = min(retrieval.evaluation.fold_images, len(test))
     test_images = {lang: len(test) for lang in retrieval.languages}
     test_images |= {f"{lang}-folds": folds for lang in retrieval.languages}
-    commit = git_commit()
     header = [
-        f"Code at commit {commit} ({commit_date()})." if commit else "Code outside a git repository.",
         f"Models {', '.join(retrieval.models)}; variants {', '.join(retrieval.variants)}; roles "
         f"{', '.join(retrieval.roles)}; {retrieval.train.epochs} epochs, batch {retrieval.train.batch_size}, "
         f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "

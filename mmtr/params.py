@@ -98,7 +98,7 @@ class DistributedParams:
     stage command starts torchrun itself when more than one process is asked for."""
 
     nproc_per_node: int  # processes on this machine: one per GPU (NCCL), or CPU processes (Gloo); 1 = no torchrun
-    nnodes: int  # machines; > 1: run the same stage command on every one (README: several machines)
+    nnodes: int  # machines; > 1: run the same stage command on every one (docs/scaling.md: several machines)
     rdzv_endpoint: str | None  # nnodes > 1: host:port every node reaches (torchrun's c10d rendezvous)
     # train_mmt: a pair's two directions at once, in two processes with half the CPU threads each (one process
     # under torchrun: its ranks train one direction after the other)

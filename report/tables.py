@@ -52,7 +52,7 @@ class ReportContext:
         pivot: The pivot language: its tables come first.
         test_images: Images each test language is ranked against (``<lang>-folds``: one fold's), for the chance
             line under each table; absent keys get none.
-        header: Lines under the title (the run's commit, date and key settings).
+        header: Lines under the title (the settings the tables depend on).
     """
 
     pivot: str | None = None

@@ -1,6 +1,6 @@
 """Every retrieval model by name: one row per model (its config dataclass and its module class).
 
-Add a model: write ``retrieval/<name>.py`` (config dataclass + :class:`~retrieval.model.RetrievalModel`
+Add a model: write ``retrieval/zoo/<name>.py`` (config dataclass + :class:`~retrieval.model.RetrievalModel`
 subclass) and add its row here; params.yaml then selects it by name.
 """
 

@@ -50,8 +50,8 @@ class SCANConfig:
         image_encoder: ``linear`` (the reference) or ``mlp`` region projection.
         direction: ``t2i`` (words attend to regions) or ``i2t`` (regions attend to words).
         aggregation: ``lse`` (LogSumExp) or ``mean`` over the query items.
-        lambda_lse: Inverse temperature of the LogSumExp aggregation (README: 6 for t2i, 5 for i2t on F30K).
-        lambda_softmax: Inverse temperature of the attention softmax (README: 9 for t2i, 4 for i2t).
+        lambda_lse: Inverse temperature of the LogSumExp aggregation (SCAN's README: 6 for t2i, 5 for i2t on F30K).
+        lambda_softmax: Inverse temperature of the attention softmax (SCAN's README: 9 for t2i, 4 for i2t).
         raw_feature_norm: Normalisation of the raw scores over the query axis.
         image_chunk: Images per block when scoring (memory grows with image_chunk * caption_chunk).
         caption_chunk: Captions per block when scoring.
