@@ -52,7 +52,8 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
     """The generate, prepare and prepare_parallel flows run once on 6/3/3 images; later stages' tests start
     from here."""
     from flows import generate, prepare, prepare_parallel
-    from tests.flows.helpers import flags, tiny_params_tree, write_params
+    from tests.command_line import flags
+    from tests.flows.helpers import tiny_params_tree, write_params
 
     root = tmp_path_factory.mktemp("tiny")
     raw, prepared, parallel = root / "raw", root / "prepared" / "synthetic", root / "prepared" / "parallel"
@@ -68,7 +69,8 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     """Features, both MMT directions, synthesis, the augmented variants and translate-search's translated queries
     of the tiny dataset (run once)."""
     from flows import augment, synthesize, train_mmt, translate_queries
-    from tests.flows.helpers import flags, tiny_params_tree, write_params
+    from tests.command_line import flags
+    from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
     root = tmp_path_factory.mktemp("mmt")

@@ -56,8 +56,3 @@ def tiny_params_tree(
 def write_params(path: Path, tree: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(tree, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
-
-
-def flags(**options: object) -> list[str]:
-    """A stage's command-line options, ``--<name> <value>`` in the order given (each value through ``str``)."""
-    return [item for name, value in options.items() for item in (f"--{name}", str(value))]

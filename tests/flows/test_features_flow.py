@@ -12,8 +12,9 @@ import torch
 
 from features.store import FeatureStore
 from flows import features
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.flows.helpers import tiny_params_tree, write_params
 
 
 def run_features(dataset: TinyDataset, root: Path, images: Path, params: Path) -> tuple[Path, Path]:

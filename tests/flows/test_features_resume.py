@@ -17,6 +17,7 @@ from corpora.multi30k import Multi30kSplit, read_multi30k
 from corpora.prepared import write_prepared
 from corpora.synthetic import SyntheticConfig, generate
 from corpora.synthetic.config import SplitCounts
+from tests.command_line import flags
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
@@ -44,22 +45,16 @@ def command(root: Path, name: str) -> list[str]:
         sys.executable,
         "-m",
         "flows.features",
-        "--params",
-        str(root / "params.yaml"),
-        "--prepared",
-        str(root / "prepared"),
-        "--images",
-        str(root / "raw" / "images"),
-        "--boxes",
-        str(root / "raw" / "objects.parquet"),
-        "--inputs",
-        str(root / "inputs"),
-        "--work",
-        str(root / f"work-{name}"),
-        "--out",
-        str(root / f"store-{name}"),
-        "--metrics",
-        str(root / f"metrics-{name}.json"),
+        *flags(
+            params=root / "params.yaml",
+            prepared=root / "prepared",
+            images=root / "raw" / "images",
+            boxes=root / "raw" / "objects.parquet",
+            inputs=root / "inputs",
+            work=root / f"work-{name}",
+            out=root / f"store-{name}",
+            metrics=root / f"metrics-{name}.json",
+        ),
     ]
 
 

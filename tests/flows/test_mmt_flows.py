@@ -16,8 +16,9 @@ from corpora.tables import read_captions
 from flows import augment, synthesize, train_mmt
 from mmtr import cli
 from mmtr.params import load_params
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -185,37 +186,21 @@ def test_translate_cli_with_and_without_regions(
 ) -> None:
     models = str(trained / "models")
     monkeypatch.setattr("sys.stdin", io.StringIO("A red circle.\nThere is a big star.\n"))
-    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--model", f"{models}/mt-en-de"])
+    cli.main(["translate", *flags(src="en", tgt="de", models=models, model=f"{models}/mt-en-de")])
     assert len(capsys.readouterr().out.splitlines()) == 2
     source = trained / "sources.tsv"
     source.write_text("syn000001\tA red circle.\n", encoding="utf-8")
     store = str(trained / "features" / "compact")
-    cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)])
+    cli.main(["translate", *flags(src="en", tgt="de", models=models, store=store, input=source)])
     assert len(capsys.readouterr().out.splitlines()) == 1
     for checkpoint in ("pretrain", "pretrain.safetensors"):  # the MMT folder's text-only pre-trained checkpoint
         cli.main(
-            [
-                "translate",
-                "--src",
-                "en",
-                "--tgt",
-                "de",
-                "--models",
-                models,
-                "--store",
-                store,
-                "--input",
-                str(source),
-                "--checkpoint",
-                checkpoint,
-            ]
+            ["translate", *flags(src="en", tgt="de", models=models, store=store, input=source, checkpoint=checkpoint)]
         )
         assert len(capsys.readouterr().out.splitlines()) == 1
     source.write_text("nosuchimage\tA red circle.\n", encoding="utf-8")
     with pytest.raises(SystemExit):
-        cli.main(
-            ["translate", "--src", "en", "--tgt", "de", "--models", models, "--store", store, "--input", str(source)]
-        )
+        cli.main(["translate", *flags(src="en", tgt="de", models=models, store=store, input=source)])
     assert "nosuchimage" in capsys.readouterr().err
 
 
@@ -227,37 +212,23 @@ def test_translate_cli_loads_any_backend_through_the_registry(
     models = str(trained / "models")
     monkeypatch.setattr("sys.stdin", io.StringIO("A red circle.\n"))
     with pytest.raises(SystemExit) as stopped:
-        cli.main(["translate", "--src", "en", "--tgt", "de", "--models", models, "--input", "-"])
+        cli.main(["translate", *flags(src="en", tgt="de", models=models, input="-")])
     assert stopped.value.code == 2 and "reads each sentence's image regions: give --store" in capsys.readouterr().err
     source = trained / "text-only.tsv"
     source.write_text("syn000001\tA red circle.\n", encoding="utf-8")
     store = str(trained / "features" / "compact")
     cli.main(
-        [
-            "translate",
-            "--src",
-            "en",
-            "--tgt",
-            "de",
-            "--models",
-            models,
-            "--model",
-            f"{models}/mt-en-de",
-            "--store",
-            store,
-            "--input",
-            str(source),
-        ]
+        ["translate", *flags(src="en", tgt="de", models=models, model=f"{models}/mt-en-de", store=store, input=source)]
     )
     assert len(capsys.readouterr().out.splitlines()) == 1
     with pytest.raises(SystemExit):
-        cli.main(["translate", "--src", "de", "--tgt", "en", "--models", models, "--model", f"{models}/mt-en-de"])
+        cli.main(["translate", *flags(src="de", tgt="en", models=models, model=f"{models}/mt-en-de")])
     assert "translates en->de, not de->en" in capsys.readouterr().err
 
 
 def test_translate_cli_names_a_missing_pair(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
-        cli.main(["translate", "--src", "en", "--tgt", "fr", "--models", str(trained / "models"), "--input", "-"])
+        cli.main(["translate", *flags(src="en", tgt="fr", models=trained / "models", input="-")])
     assert stopped.value.code == 2
     assert "no trained model for en->fr" in capsys.readouterr().err
 

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.metrics_files import read_metrics
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.command_line import flags
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 

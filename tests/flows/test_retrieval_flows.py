@@ -17,8 +17,9 @@ from flows import report, train_retrieval, translate_queries
 from mmt.systems import load_system
 from mmtr import cli
 from retrieval.zoo.registry import MODELS
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow]
 REPO = Path(__file__).resolve().parents[2]
@@ -46,22 +46,16 @@ def test_train_mmt_killed_mid_training_leaves_no_system_folder(
         sys.executable,
         "-m",
         "flows.train_mmt",
-        "--params",
-        str(tiny_dataset.params),
-        "--target",
-        "de",
-        "--prepared",
-        str(tiny_dataset.prepared),
-        "--store",
-        str(trained / "features" / "compact"),
-        "--models",
-        str(models),
-        "--parallel",
-        str(tiny_dataset.parallel),
-        "--mt_models",
-        str(tmp_path / "mt-models"),
-        "--metrics",
-        str(metrics),
+        *flags(
+            params=tiny_dataset.params,
+            target="de",
+            prepared=tiny_dataset.prepared,
+            store=trained / "features" / "compact",
+            models=models,
+            parallel=tiny_dataset.parallel,
+            mt_models=tmp_path / "mt-models",
+            metrics=metrics,
+        ),
     ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
 
@@ -88,16 +82,13 @@ def test_augment_killed_leaves_every_variant_or_none(
         sys.executable,
         "-m",
         "flows.augment",
-        "--params",
-        str(trained / "every-variant.yaml"),
-        "--prepared",
-        str(tiny_dataset.prepared),
-        "--synthesized",
-        str(trained / "synthesized"),
-        "--out",
-        str(out),
-        "--metrics",
-        str(tmp_path / "augment.json"),
+        *flags(
+            params=trained / "every-variant.yaml",
+            prepared=tiny_dataset.prepared,
+            synthesized=trained / "synthesized",
+            out=out,
+            metrics=tmp_path / "augment.json",
+        ),
     ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".augmented.*.tmp/*/captions.parquet")), env)
@@ -119,26 +110,18 @@ def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
         sys.executable,
         "-m",
         "flows.train_retrieval",
-        "--params",
-        str(params),
-        "--model",
-        "san",
-        "--variant",
-        "mmt_f",
-        "--role",
-        "all",
-        "--augmented",
-        str(trained / "augmented"),
-        "--store",
-        str(trained / "features" / "compact"),
-        "--word_vectors",
-        str(REPO / "data/raw/word-vectors"),
-        "--queries",
-        str(trained / "queries"),
-        "--out",
-        str(out),
-        "--metrics",
-        str(metrics),
+        *flags(
+            params=params,
+            model="san",
+            variant="mmt_f",
+            role="all",
+            augmented=trained / "augmented",
+            store=trained / "features" / "compact",
+            word_vectors=REPO / "data/raw/word-vectors",
+            queries=trained / "queries",
+            out=out,
+            metrics=metrics,
+        ),
     ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.json")), env)  # first seed done
@@ -155,7 +138,7 @@ def test_generate_killed_while_rendering_leaves_no_dataset(tmp_path: Path, prefe
     tree["generate"].update(splits={"train": 300, "val": 10, "test": 10})
     params = write_params(tmp_path / "params.yaml", tree)
     out = tmp_path / "synthetic"
-    command = [sys.executable, "-m", "flows.generate", "--params", str(params), "--out", str(out)]
+    command = [sys.executable, "-m", "flows.generate", *flags(params=params, out=out)]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: len(list(tmp_path.glob(".synthetic.*.tmp/images/*.png"))) >= 20, env)
     assert not out.exists()
@@ -226,22 +209,16 @@ def test_synthesize_killed_after_its_first_shards_publishes_nothing_and_resumes(
         sys.executable,
         "-m",
         "flows.synthesize",
-        "--params",
-        str(tiny_dataset.params),
-        "--target",
-        "de",
-        "--prepared",
-        str(tiny_dataset.prepared),
-        "--store",
-        str(trained / "features" / "compact"),
-        "--models",
-        str(trained / "models"),
-        "--work",
-        str(work),
-        "--out",
-        str(out),
-        "--metrics",
-        str(metrics),
+        *flags(
+            params=tiny_dataset.params,
+            target="de",
+            prepared=tiny_dataset.prepared,
+            store=trained / "features" / "compact",
+            models=trained / "models",
+            work=work,
+            out=out,
+            metrics=metrics,
+        ),
     ]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: len(list(work.rglob("shard-*.parquet"))) >= 2, env)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from flows import synthesize
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from flows import train_mmt, train_retrieval
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import flags, tiny_params_tree, write_params
+from tests.flows.helpers import tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,7 @@ from common.errors import InputError
 from mmtr import cli
 from mmtr.defaults import Defaults
 from mmtr.errors import ParamsError
+from tests.command_line import flags
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -73,12 +74,12 @@ def test_a_missing_default_folder_names_it_and_the_stage_that_makes_it(
 ) -> None:
     params = str(params_elsewhere(tmp_path))
     model = tmp_path / "elsewhere" / "models" / "retrieval" / "dan-none-all"
-    assert one_line_error(["search", "a dog", "--lang", "en", "--params", params], capsys) == (
+    assert one_line_error(["search", "a dog", *flags(lang="en", params=params)], capsys) == (
         f"{model}: no retrieval model here; the stage train_retrieval@dan-none-all makes it "
         f"(dvc repro train_retrieval@dan-none-all), or pass --model"
     )
     system = tmp_path / "elsewhere" / "models" / "mmt" / "mmt-de-en"
-    assert one_line_error(["translate", "--src", "de", "--tgt", "en", "--params", params], capsys) == (
+    assert one_line_error(["translate", *flags(src="de", tgt="en", params=params)], capsys) == (
         f"{system}: no trained model for de->en (train it: dvc repro train_mmt@de)"
     )
     system = system.with_name("mmt-en-de")  # a multimodal system; `--store` alone: the params' FeatureStore
@@ -96,15 +97,11 @@ def test_flags_override_the_params_defaults(tmp_path: Path, capsys: pytest.Captu
     given = tmp_path / "given"
     given.mkdir()
     absent = str(tmp_path / "absent.yaml")
-    err = one_line_error(
-        ["search", "q", "--lang", "en", "--model", str(given), "--device", "cpu", "--params", absent], capsys
-    )
+    err = one_line_error(["search", "q", *flags(lang="en", model=given, device="cpu", params=absent)], capsys)
     assert re.fullmatch(rf"{re.escape(str(given))}/model\.safetensors: retrieval checkpoint not found.*", err)
     models = tmp_path / "models"
-    err = one_line_error(
-        ["translate", "--src", "en", "--tgt", "de", "--models", str(models), "--params", absent], capsys
-    )
+    err = one_line_error(["translate", *flags(src="en", tgt="de", models=models, params=absent)], capsys)
     assert err.startswith(f"{models / 'mmt-en-de'}: no trained model for en->de")
     params = str(params_elsewhere(tmp_path))
-    err = one_line_error(["search", "q", "--lang", "en", "--model", str(given), "--params", params], capsys)
+    err = one_line_error(["search", "q", *flags(lang="en", model=given, params=params)], capsys)
     assert err.startswith(f"{given}/model.safetensors")  # the params file gives the device, --model the folder

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from mmtr import cli
+from tests.command_line import flags
 from tests.unit.mmtr.params_text import with_a_duplicate_key
 
 REPO = Path(__file__).resolve().parents[3]
@@ -221,42 +222,42 @@ def _system(root: Path, content: bytes) -> Path:
 CLI_CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
         "translate: no model for the pair",
-        lambda root: ["translate", "--src", "en", "--tgt", "fr", "--models", str(root)],
+        lambda root: ["translate", *flags(src="en", tgt="fr", models=root)],
         r"no trained model for en->fr",
     ),
     (
         "translate: folder without system.json",
-        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(root)],
+        lambda root: ["translate", *flags(src="en", tgt="de", model=root)],
         r"system\.json: not found",
     ),
     (
         "translate: folder of another direction",
-        lambda root: ["translate", "--src", "de", "--tgt", "en", "--model", str(_regional_folder(root))],
+        lambda root: ["translate", *flags(src="de", tgt="en", model=_regional_folder(root))],
         r"translates en->de, not de->en",
     ),
     (
         "translate: multimodal without --store",
-        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_regional_folder(root))],
+        lambda root: ["translate", *flags(src="en", tgt="de", model=_regional_folder(root))],
         r"give --store",
     ),
     (
         "search: model folder without its checkpoint",
-        lambda root: ["search", "a dog", "--model", str(root), "--lang", "en"],
+        lambda root: ["search", "a dog", *flags(model=root, lang="en")],
         r"model\.safetensors: retrieval checkpoint not found",
     ),
     (
         "translate: system.json nested too deeply",
-        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b"[" * 99_999))],
+        lambda root: ["translate", *flags(src="en", tgt="de", model=_system(root, b"[" * 99_999))],
         r"system\.json: JSON nested too deeply",
     ),
     (
         "translate: system.json not UTF-8",
-        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b'{"a": "\xff"}'))],
+        lambda root: ["translate", *flags(src="en", tgt="de", model=_system(root, b'{"a": "\xff"}'))],
         r"system\.json: not UTF-8",
     ),
     (
         "translate: system.json of an unknown backend",
-        lambda root: ["translate", "--src", "en", "--tgt", "de", "--model", str(_system(root, b'{"backend": 7}'))],
+        lambda root: ["translate", *flags(src="en", tgt="de", model=_system(root, b'{"backend": 7}'))],
         r"system\.json: unknown backend 7",
     ),
     ("inspect: folder that is not prepared", lambda root: ["inspect", str(root)], r"no prepared corpus here"),
@@ -280,7 +281,7 @@ def test_mmtr_commands_name_the_culprit(
         (["search", "q", "--model", "m", "--lang", "en", "-k", "-3"], r"argument -k: -3 is below 1"),
         (["search", "q", "--model", "m", "--lang", "en", "-k", "0"], r"argument -k: 0 is below 1"),
         (["search", "q", "--model", "m", "--lang", "en", "-k", "many"], r"argument -k: 'many' is not a whole"),
-        (["translate", "--src", "en", "--tgt", "de", "--beam", "0"], r"argument --beam: 0 is below 1"),
+        (["translate", *flags(src="en", tgt="de", beam="0")], r"argument --beam: 0 is below 1"),
         (["inspect", "--samples", "-1"], r"argument --samples: -1 is below 1"),
     ],
 )
@@ -315,10 +316,10 @@ def test_debug_shows_the_traceback_of_the_same_error(
 
     params = hostile_params(tmp_path, {"seed": -1})
     with pytest.raises(ParamsError, match=r"seed: got -1"):
-        cli.main(["--debug", "check-params", "--params", str(params)])
+        cli.main(flags(debug="check-params", params=params))
     monkeypatch.setenv("MMTR_DEBUG", "1")
     with pytest.raises(ParamsError, match=r"seed: got -1"):
-        importlib.import_module("flows.generate").main(["--params", str(params), "--out", str(tmp_path / "o")])
+        importlib.import_module("flows.generate").main(flags(params=params, out=tmp_path / "o"))
 
 
 def test_a_prefect_server_that_does_not_answer_stops_the_stage_first(
