@@ -1,10 +1,10 @@
 """The dataset card (README.md) of an exported caption variant, rendered from ``corpora/templates/dataset_card.md``.
 
-The template is the card's text with ``string.Template`` placeholders; :func:`dataset_card` fills them: the YAML front
-matter the Hub and ``load_dataset`` read (languages, license note, size, the ``configs`` that point at the Parquet
-files), then where the captions come from, the rows per split and provenance, the columns, how to load the folder
-and the license. A repeated line's placeholder (``${language_items}``, ``${data_files}``, ``${origin_rows}``,
-``${split_rows}``, ``${column_items}``) stands at the end of the line before it and is filled with one
+The template is the card's text with ``string.Template`` fields (``${name}``); :func:`dataset_card` gives each its
+value: the YAML front matter the Hub and ``load_dataset`` read (languages, license note, size, the ``configs`` that
+point at the Parquet files), then where the captions come from, the rows per split and provenance, the columns, how to
+load the folder and the license. The field of a repeated line (``${language_items}``, ``${data_files}``,
+``${origin_rows}``, ``${split_rows}``, ``${column_items}``) stands at the end of the line before it and takes one
 newline-led line per item; an optional block (``${settings_table}``, ``${regions_note}``) ends with its blank line.
 """
 

@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         images = params.corpus(args.corpus).images
         # the paper's notation, e.g. MMT(f+b), for presets then custom variants (the order of the rows)
-        labels = {name: variant.display_name() for name, variant in params.augment.variants.items()}
+        labels = params.augment.variant_labels()
         context = report_context(params, args.prepared)
         synthesized = tuple(str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets)
         inputs = ReportInputs(

@@ -117,3 +117,7 @@ class AugmentConfig:
     def variants(self) -> dict[str, Variant]:
         """Every variant by name: the presets in their order, then the custom ones."""
         return {**VARIANTS, **self.custom_variants}
+
+    def variant_labels(self) -> dict[str, str]:
+        """Variant name -> the papers' notation (``MMT(f+b)``), in the order of :attr:`variants` (the report's rows)."""
+        return {name: variant.display_name() for name, variant in self.variants.items()}

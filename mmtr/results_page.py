@@ -110,11 +110,6 @@ def read_pipeline_metrics(params: Params, repo: Path) -> PipelineMetrics:
     )
 
 
-def variant_labels(params: Params) -> dict[str, str]:
-    """Variant name -> the paper's notation (``MMT(f+b)``), in the order the report shows them."""
-    return {name: variant.display_name() for name, variant in params.augment.variants.items()}
-
-
 def stages_markdown(record: Mapping[str, Any]) -> list[str]:
     """The pipeline flow's stage table (``flows.pipeline.stages_record``) as Markdown lines."""
     lines = [
@@ -132,13 +127,16 @@ def stages_markdown(record: Mapping[str, Any]) -> list[str]:
 
 
 def _duration(seconds: float) -> str:
+    """``8 min 33 s``; under a minute ``49 s``; under ten seconds ``5.4 s``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{seconds:.1f} s" if seconds < 10 else f"{rest} s"
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def results_page(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages: Mapping[str, Any] | None) -> str:
     """``docs/results.md``: the stamp, the stage times (when recorded), and the report's tables."""
-    labels = variant_labels(params)
+    labels = params.augment.variant_labels()
     context = ReportContext(pivot=params.languages.pivot)
     retrieval = results_markdown(metrics.retrieval, labels, context).split("\n")
     retrieval = ["## " + line.removeprefix("# ") if line.startswith("# ") else _demoted(line) for line in retrieval]
@@ -182,7 +180,7 @@ def glance_block(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages:
             lines.append(f"| {direction.replace('-', ' → ')} | {row['system']:.1f} | {row['baseline']:.1f} |")
         lines.append("")
     langs = [lang for lang in languages_of(metrics.retrieval, pivot) if "-" not in lang]
-    labels = variant_labels(params)
+    labels = params.augment.variant_labels()
     heads = " | ".join(f"rsum {lang}" for lang in langs)
     lines += [f"| retrieval (test) | captions | role | {heads} |", "|---" * (len(langs) + 3) + "|"]
     for name in metrics.retrieval:
@@ -213,7 +211,7 @@ def pivot_chart(metrics: PipelineMetrics, params: Params) -> str:
     rows = language_rows(metrics.retrieval, pivot)
     if not rows:
         raise InputError(f"no retrieval run was tested in the pivot language {pivot!r}")
-    svg = rsum_chart(rows, variant_labels(params), title=f"rsum per run, {pivot} (test split)")
+    svg = rsum_chart(rows, params.augment.variant_labels(), title=f"rsum per run, {pivot} (test split)")
     return svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1) + "\n"
 
 
