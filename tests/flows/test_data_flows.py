@@ -13,8 +13,9 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from corpora.prepared import read_parallel_tables, read_prepared
 from flows import prepare
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, flags, tiny_params_tree, write_params
+from tests.flows.helpers import TINY_PAIRS, TINY_SPLITS, tiny_params_tree, write_params
 
 
 async def _latest_artifact(key: str) -> object:

@@ -13,8 +13,9 @@ import yaml
 from corpora.prepared import read_prepared
 from corpora.tables import write_captions
 from flows import export
+from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import TINY_SPLITS, flags, tiny_params_tree, write_params
+from tests.flows.helpers import TINY_SPLITS, tiny_params_tree, write_params
 from tests.flows.test_data_flows import _latest_artifact
 
 
