@@ -14,7 +14,7 @@ from typing import Any
 
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
-from corpora.multi30k import Multi30kConfig, read_multi30k
+from corpora.multi30k import Multi30kConfig, discover_languages, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
 
@@ -31,9 +31,12 @@ class Adapter:
 def _read_multi30k(
     config: Multi30kConfig, source: Path, images: Path | None, languages: Languages, dataset: str
 ) -> Corpus:
+    # every language the source holds, the pivot first: naming another target in params.yaml must not rerun prepare
+    found = discover_languages(source, splits=config.splits, tasks=config.tasks, tokenized=config.tokenized)
+    held = [languages.pivot, *(lang for lang in found if lang != languages.pivot)]
     return read_multi30k(
         source,
-        languages=languages.all,
+        languages=held,
         splits=config.splits,
         image_root=images,
         dataset=dataset,

@@ -45,7 +45,7 @@ from common.errors import InputError
 from common.files import parse_json, read_lines
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
-from corpora.languages import check_language
+from corpora.languages import ISO_639_1, check_language
 from corpora.prepared import Corpus
 from corpora.tables import (
     CONTRASTIVE_SCHEMA,
@@ -166,6 +166,25 @@ def read_multi30k(
     image_dependent = _read_image_dependent(layout, splits, split_files, images)
     contrastive = _read_contrastive(layout, splits, split_files, languages, images)
     return Corpus(images, captions.table(images), image_dependent=image_dependent, contrastive=contrastive)
+
+
+def discover_languages(
+    root: Path, *, splits: Mapping[str, Multi30kSplit], tasks: Sequence[str] = TASKS, tokenized: bool = False
+) -> list[str]:
+    """Every language with caption files for a split of ``splits`` (task1 ``<stem>.<lang>``, task2
+    ``<stem>.<n>.<lang>``, gzipped or plain): what `prepare` reads, so that naming a new target language in
+    params.yaml does not rerun it. Sorted; an empty list when no file matches."""
+    layout = _Layout(Path(root), tokenized)
+    pattern = re.compile(r"\.(?:[1-9][0-9]*\.)?([a-z]{2})(?:\.gz)?")
+    found: set[str] = set()
+    for task in TASKS:
+        for _, stem in _stems(splits, task, tasks):
+            prefix = layout.caption_prefix(task, stem)
+            names = os.listdir(prefix.parent) if prefix.parent.is_dir() else []
+            for name in names:
+                if name.startswith(prefix.name) and (match := pattern.fullmatch(name[len(prefix.name) :])):
+                    found.add(match.group(1))
+    return sorted(lang for lang in found if lang in ISO_639_1)
 
 
 def _check_request(languages: Sequence[str], splits: Mapping[str, Multi30kSplit], tasks: Sequence[str]) -> None:

@@ -4,7 +4,7 @@ atomically."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,17 +79,96 @@ def read_prepared(prepared_dir: str | os.PathLike[str]) -> Corpus:
     return Corpus(images, captions, parallel, image_dependent, contrastive)
 
 
-def write_parallel_tables(parallel: Mapping[str, pa.Table], out_dir: str | os.PathLike[str]) -> None:
-    """Validate the text-only corpus's tables, then replace ``out_dir`` with ``<src>-<tgt>.parquet`` files."""
-    for name, table in parallel.items():
-        tables.validate_parallel(table, source=f"parallel {name}")
-    with atomic_dir(out_dir) as tmp:
-        for name, table in sorted(parallel.items()):
-            tables.write_parquet(table, tmp / f"{name}.parquet")
+def read_shared_images(prepared_dirs: Sequence[str | os.PathLike[str]]) -> pa.Table:
+    """The images of several prepared corpora over one image folder, each once (in order of first appearance): the
+    index of their shared FeatureStore. An image keeps the row (split, size) of the first corpus that lists it.
+
+    Raises:
+        InputError: an image id that two corpora give different files (the corpora name images differently).
+    """
+    seen: dict[str, tuple[str, str]] = {}  # image id -> (path, the corpus that listed it first)
+    parts: list[pa.Table] = []
+    for folder in prepared_dirs:
+        table = tables.read_images(Path(folder) / "images.parquet")
+        fresh = []
+        for row, (image_id, path) in enumerate(
+            zip(table.column("image_id").to_pylist(), table.column("path").to_pylist(), strict=True)
+        ):
+            if image_id not in seen:
+                seen[image_id] = (path, str(folder))
+                fresh.append(row)
+            elif seen[image_id][0] != path:
+                raise InputError(
+                    f"{folder}/images.parquet row {row}: image {image_id!r} is {path!r}, but {seen[image_id][1]} "
+                    f"gives it as {seen[image_id][0]!r}; corpora sharing a feature store must name each file alike"
+                )
+        parts.append(table.take(pa.array(fresh, pa.int64())))
+    return pa.concat_tables(parts)
+
+
+def parallel_table_name(src: str, tgt: str) -> str:
+    """The file of one language pair in the prepared parallel folder (one `prepare_parallel@<target>` each)."""
+    return f"{src}-{tgt}.parquet"
+
+
+def write_parallel_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Validate one pair's text-only table and write it atomically to ``path``."""
+    tables.validate_parallel(table, source=f"parallel {Path(path).stem}")
+    tables.write_parquet(table, path)
+
+
+def caption_variant_file(lang: str) -> str:
+    """The file of one language's captions in a caption variant's folder (``<augmented>/<variant>/``): a
+    retrieval run depends on the languages it reads alone."""
+    return f"captions.{lang}.parquet"
+
+
+def write_caption_variant(
+    captions: pa.Table, out_dir: str | os.PathLike[str], *, languages: Sequence[str], images: pa.Table
+) -> None:
+    """Write a caption variant as one file per language: every language it holds and every one of ``languages``
+    (empty where it holds none, so that a run's dependency on it exists)."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    held = pc.unique(captions.column("lang")).to_pylist()
+    for lang in sorted({*held, *languages}):
+        rows = captions.filter(pc.equal(captions.column("lang"), lang))
+        tables.write_captions(rows, folder / caption_variant_file(lang), images=images)
+
+
+def variant_languages(folder: str | os.PathLike[str]) -> list[str]:
+    """The languages a caption variant's folder holds a file for."""
+    prefix, suffix = caption_variant_file("@").split("@")
+    return sorted(path.name[len(prefix) : -len(suffix)] for path in Path(folder).glob(caption_variant_file("*")))
+
+
+def read_caption_variant(
+    folder: str | os.PathLike[str], *, languages: Sequence[str] | None = None, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """A caption variant's captions in ``languages`` (None: all it holds), languages in sorted order.
+
+    Raises:
+        InputError: no such folder, or no file for one of ``languages`` (the variant was written without it).
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{root}: caption variant folder not found (run the augment stage first)")
+    held = variant_languages(root)
+    if not held:
+        raise InputError(f"{root}: no {caption_variant_file('<lang>')} files (run the augment stage first)")
+    wanted = sorted(languages) if languages is not None else held
+    missing = [lang for lang in wanted if lang not in held]
+    if missing:
+        raise InputError(
+            f"{root}: no captions file for {missing} (holds {held}); rerun augment with them in retrieval.languages"
+        )
+    parts = [tables.read_captions(root / caption_variant_file(lang)) for lang in wanted]
+    table = pa.concat_tables(parts) if parts else tables.read_captions(root / caption_variant_file(held[0])).slice(0, 0)
+    return table.select(list(columns)) if columns is not None else table
 
 
 def read_parallel_tables(parallel_dir: str | os.PathLike[str]) -> dict[str, pa.Table]:
-    """The text-only corpus written by :func:`write_parallel_tables`: ``"<src>-<tgt>"`` -> table."""
+    """The text-only corpus, one file per pair written by :func:`write_parallel_table`: ``"<src>-<tgt>"`` -> table."""
     root = Path(parallel_dir)
     if not root.is_dir():
         raise InputError(f"{root}: prepared parallel folder not found (run the prepare_parallel stage first)")

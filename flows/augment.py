@@ -16,8 +16,7 @@ from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_table_artifact
 
 from common.files import atomic_dir, write_text
-from corpora.prepared import read_prepared
-from corpora.tables import write_captions
+from corpora.prepared import read_prepared, write_caption_variant
 from mmt.augment import VARIANTS, Variant, build_variant
 from mmt.diversity import lexical_diversity
 from mmtr.params import Params
@@ -27,9 +26,16 @@ from tasks import artifact_key
 
 @flow(name="augment", log_prints=True, persist_result=False)
 def augment(
-    variants: dict[str, Variant], prepared: str, synthesized: list[str], out: str, metrics: str, written: list[str]
+    variants: dict[str, Variant],
+    prepared: str,
+    synthesized: list[str],
+    out: str,
+    metrics: str,
+    written: list[str],
+    languages: list[str],
 ) -> dict[str, object]:
-    """Measure every variant of ``variants``; write the captions of those named in ``written``."""
+    """Measure every variant of ``variants``; write the captions of those named in ``written``, one file per
+    language (every language a variant holds, and each of ``languages``: the ones retrieval reads)."""
     corpus = read_prepared(prepared)
     extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
     report: dict[str, object] = {}
@@ -37,7 +43,7 @@ def augment(
     for name, variant in variants.items():
         captions = build_variant(corpus.captions, extra, variant)
         if name in written:
-            write_captions(captions, Path(out) / name / "captions.parquet", images=corpus.images)
+            write_caption_variant(captions, Path(out) / name, languages=languages, images=corpus.images)
         diversity = lexical_diversity(captions)
         report[name] = {
             "captions": captions.num_rows,
@@ -62,7 +68,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         written = list(params.retrieval.variants)
         with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
             named(augment, args.params)(
-                measured_variants(params), args.prepared, files, str(out), args.metrics, written
+                measured_variants(params),
+                args.prepared,
+                files,
+                str(out),
+                args.metrics,
+                written,
+                list(params.retrieval.languages),
             )
 
     run_stage(parser, argv, body)

@@ -36,9 +36,9 @@ def export(
     regions = FeatureStore.open(store) if store else None
     rows: dict[str, dict[str, dict[str, int]]] = {}
     for name, card in cards.items():
-        captions = Path(augmented) / name / "captions.parquet"
-        if not captions.is_file():
-            raise InputError(f"{captions}: file not found (variant {name}: run the augment stage first)")
+        captions = Path(augmented) / name
+        if not captions.is_dir():
+            raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
         task = export_caption_variant.with_options(task_run_name=f"export-{name}")
         rows[name] = task(str(captions), images, str(Path(out) / name), card, image_root, regions).rows
     languages = sorted({lang for splits in rows.values() for counts in splits.values() for lang in counts})

@@ -1,4 +1,5 @@
-"""Stage `features`: region features of every prepared image into a FeatureStore (extracted or imported)."""
+"""Stage `features@<image set>`: region features of every image the corpora over one image folder use, into one
+FeatureStore (extracted or imported): corpora that share images (Multi30K and Flickr30K) share one extraction."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from prefect.artifacts import create_table_artifact
 
 from common.files import write_json
 from common.runtime import Runtime
-from corpora.tables import read_images
+from corpora.prepared import read_shared_images
 from features.config import FeaturesConfig
 from features.extraction import BadImagesError, ShardReport, fingerprint, plan_shards
 from features.extractors import EXTRACTORS, ExtractionInputs, FeatureImporter
@@ -32,7 +33,7 @@ from tasks.features import (
 
 @dataclass(frozen=True)
 class FeaturesPaths:
-    prepared: str
+    prepared: tuple[str, ...]  # the prepared folders of every corpus over this image folder
     images: str
     boxes: str
     inputs: str  # paths.feature_inputs
@@ -48,11 +49,11 @@ def features(config: FeaturesConfig, paths: FeaturesPaths, seed: int, runtime: R
     started = time.perf_counter()
     entry = EXTRACTORS[config.extractor]
     if isinstance(entry, FeatureImporter):
-        imported = import_features(config, paths.prepared, paths.inputs, paths.out)
+        imported = import_features(config, list(paths.prepared), paths.inputs, paths.out)
         return _finish(config, paths, imported, started, [])
     boxes = paths.boxes if config.regions.mode == "given" else None
-    jobs = plan_image_jobs(paths.prepared, paths.images, boxes)
-    images = read_images(Path(paths.prepared) / "images.parquet")
+    jobs = plan_image_jobs(list(paths.prepared), paths.images, boxes)
+    images = read_shared_images(paths.prepared)
     detector_data = Path(paths.detector_data) if paths.detector_data else None
     inputs = ExtractionInputs(
         images, Path(paths.images), Path(paths.boxes), Path(paths.inputs), Path(paths.work), seed, detector_data
@@ -74,7 +75,7 @@ def features(config: FeaturesConfig, paths: FeaturesPaths, seed: int, runtime: R
         "regions": sum(report.regions for report in reports),
     }
     if config.probe and boxes is not None:
-        metrics["probe"] = probe_features(paths.out, paths.prepared, boxes)
+        metrics["probe"] = probe_features(paths.out, list(paths.prepared), boxes)
     return _finish(config, paths, metrics, started, reports)
 
 
@@ -108,8 +109,10 @@ def _finish(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("features", __doc__ or "")
+    parser.add_argument(
+        "--prepared", required=True, action="append", help="a prepared corpus folder over this image folder (repeat)"
+    )
     for name, help_text in [
-        ("prepared", "prepared tables (paths.prepared)"),
         ("images", "image folder (paths.images)"),
         ("boxes", "given boxes table (paths.boxes)"),
         ("inputs", "checkpoints and precomputed features you hold (paths.feature_inputs)"),
@@ -126,7 +129,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         paths = FeaturesPaths(
-            args.prepared, args.images, args.boxes, args.inputs, args.out, args.work, args.metrics, args.detector_data
+            tuple(args.prepared),
+            args.images,
+            args.boxes,
+            args.inputs,
+            args.out,
+            args.work,
+            args.metrics,
+            args.detector_data,
         )
         runnable = named(features, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("features")):

@@ -19,12 +19,15 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
 from common.files import write_json
+from mmtr.dag import update_dvc_yaml
+from mmtr.errors import ParamsError
 from mmtr.stage import PIPELINE_RUN_ENV
 from tasks import progress_artifact
 
@@ -207,6 +210,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--record", help="also write the stage table as JSON to this file")
     args = parser.parse_args(argv)
+    try:
+        print(update_dvc_yaml(Path("params.yaml")), flush=True)  # the DAG the params give, before DVC reads it
+    except ParamsError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     try:
         pipeline(args.targets, args.force, args.single_item, args.record)
     except RuntimeError as error:

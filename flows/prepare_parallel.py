@@ -1,4 +1,5 @@
-"""Stage `prepare_parallel`: the text-only parallel corpus (WMT style) that pre-trains the MMT, as tables."""
+"""Stage `prepare_parallel@<target>`: one language pair of the text-only parallel corpus (WMT style) that pre-trains
+that pair's MMT, as a table (one stage per pair: adding a target language leaves the other pairs' tables alone)."""
 
 from __future__ import annotations
 
@@ -7,32 +8,35 @@ from collections.abc import Sequence
 
 from prefect import flow, tags
 
-from corpora.languages import Languages
 from corpora.prepared import count_parallel
 from corpora.wmt import ParallelConfig
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
-from tasks.data import publish_counts, read_parallel_text, write_parallel_text
+from tasks.data import publish_counts, read_parallel_pair, write_parallel_pair
 
 
 @flow(name="prepare_parallel", log_prints=True, persist_result=False)
-def prepare_parallel(config: ParallelConfig, languages: Languages, parallel: str, out: str) -> list[dict[str, object]]:
-    tables = read_parallel_text(config, languages, parallel)
-    write_parallel_text(tables, out)
-    counts = count_parallel(tables)
-    publish_counts(counts, key=artifact_key("prepare-parallel"), description="Parallel sentence pairs")
+def prepare_parallel(
+    config: ParallelConfig, pivot: str, target: str, parallel: str, out: str
+) -> list[dict[str, object]]:
+    table = read_parallel_pair(config, pivot, target, parallel)
+    write_parallel_pair(table, out)
+    counts = count_parallel({f"{pivot}-{target}": table})
+    publish_counts(counts, key=artifact_key(f"prepare-parallel-{target}"), description="Parallel sentence pairs")
     return counts
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("prepare_parallel", __doc__ or "")
     parser.add_argument("--parallel", required=True, help="text-only parallel corpus folder (paths.parallel)")
-    parser.add_argument("--out", required=True, help="output folder (<paths.prepared>/parallel)")
+    parser.add_argument("--target", required=True, help="the target language of the pair (one of mmt.targets)")
+    parser.add_argument("--out", required=True, help="output file (<paths.prepared>/parallel/<pivot>-<target>.parquet)")
 
     def body(args: argparse.Namespace, params: Params) -> None:
-        with tags(*run_tags("prepare_parallel")):
-            named(prepare_parallel, args.params)(params.prepare.parallel, params.languages, args.parallel, args.out)
+        pivot = params.languages.pivot
+        with tags(*run_tags("prepare_parallel"), f"target:{args.target}"):
+            named(prepare_parallel, args.params)(params.prepare.parallel, pivot, args.target, args.parallel, args.out)
 
     run_stage(parser, argv, body)
 

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"variant:{args.variant}",
             f"role:{args.role}",
         )
-        captions = str(Path(args.augmented) / args.variant / "captions.parquet")
+        captions = str(Path(args.augmented) / args.variant)
         inputs = RetrievalInputs(captions, args.store, args.word_vectors, args.queries)
         with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
             named(train_retrieval, args.params)(

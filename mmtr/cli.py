@@ -1,5 +1,5 @@
-"""The `mmtr` command: check params, inspect prepared data, translate with (M)MT, search images by text, apply the
-papers' profiles, write the params schema and publish a run's results."""
+"""The `mmtr` command: check params, write the DAG (dvc.yaml) from them, inspect prepared data, translate with (M)MT,
+search images by text, apply the papers' profiles, write the params schema and publish a run's results."""
 
 from __future__ import annotations
 
@@ -251,6 +251,8 @@ def profile(args: argparse.Namespace) -> None:
     retrieval = params.retrieval
     runs = len(retrieval.models) * len(retrieval.variants) * len(retrieval.roles)
     print(f"{out}: profile {args.name} applied: {profile_summary(args.name)}")
+    if out == Path(args.params):
+        write_dag(out)
     print(
         f"  corpus roles: MMT fine-tuned on {params.corpus_roles.mmt_finetune}, target {params.corpus_roles.target};"
         f" {runs} retrieval runs"
@@ -261,6 +263,19 @@ def profile(args: argparse.Namespace) -> None:
         done = subprocess.run(command, check=False)
         if done.returncode != 0:
             raise SystemExit(done.returncode)
+
+
+def dag(args: argparse.Namespace) -> None:
+    """Write dvc.yaml from the params file (or, with --check, exit 1 when it is not the one they give)."""
+    from mmtr.dag import update_dvc_yaml
+
+    print(update_dvc_yaml(Path(args.params), check_only=args.check))
+
+
+def write_dag(params_file: Path) -> None:
+    from mmtr.dag import update_dvc_yaml
+
+    print(update_dvc_yaml(params_file))
 
 
 def schema(args: argparse.Namespace) -> None:
@@ -297,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-params", help="validate params.yaml and summarise it")
     check.add_argument("--params", default="params.yaml")
     check.set_defaults(run=check_params)
+    graph = commands.add_parser("dag", help="write the pipeline DAG, dvc.yaml, from params.yaml (after editing it)")
+    graph.add_argument("--params", default="params.yaml", help="the params file; dvc.yaml is written beside it")
+    graph.add_argument("--check", action="store_true", help="write nothing; exit 1 when dvc.yaml is out of date")
+    graph.set_defaults(run=dag)
     show = commands.add_parser("inspect", help="validate a prepared folder and print its counts and samples")
     show.add_argument("prepared", nargs="?", default="data/prepared", help="a prepared corpus, or the root of all")
     show.add_argument("--samples", type=positive_int, default=3, help="captions shown per language")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
@@ -25,6 +25,7 @@ from corpora.adapters import ADAPTERS
 from corpora.config import ExportConfig, PrepareConfig
 from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
+from corpora.synthetic.grammars import GRAMMARS
 from features.config import FeaturesConfig
 from mmt.config import AugmentConfig, SynthesisConfig, SystemsConfig
 from mmtr.errors import ParamsError
@@ -64,9 +65,15 @@ class CorpusParams:
     source: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
     images: str  # the image folder; images.parquet paths are relative to it
     boxes: str  # given boxes per image (+ object/attribute labels), read when features.regions.mode is given
+    # the FeatureStore's name, <paths.features>/<image_set>/<extractor>/: corpora over one image folder share one
+    # (Multi30K and Flickr30K: one extraction); default: the name of the first corpus over the folder
+    image_set: str | None = None
 
     def __post_init__(self) -> None:
         check(self.format in ADAPTERS, "format", self.format, ", ".join(ADAPTERS))
+        if self.image_set is not None:
+            allowed = "lowercase letters, digits and _"
+            check(CORPUS_NAME.fullmatch(self.image_set) is not None, "image_set", self.image_set, allowed)
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,16 @@ class Params:
             raise InputError(f"unknown corpus {name!r}; params.yaml corpora: {', '.join(self.corpora)}")
         return self.corpora[name]
 
+    def builtin_world_in_use(self) -> bool:
+        """Whether the built-in world is read: a corpus or the parallel text lies in ``paths.synthetic`` (then the
+        DAG has a `generate` stage, and every language needs a built-in grammar)."""
+        synthetic = PurePosixPath(self.paths.synthetic)
+
+        def inside(path: str) -> bool:
+            return PurePosixPath(path) == synthetic or synthetic in PurePosixPath(path).parents
+
+        return inside(self.paths.parallel) or any(inside(corpus.source) for corpus in self.corpora.values())
+
     def __post_init__(self) -> None:
         check(self.seed >= 0, "seed", self.seed, "an integer >= 0")
         check_device("device", self.device)
@@ -164,6 +181,14 @@ class Params:
             name = getattr(self.corpus_roles, role)
             check(name in self.corpora, f"corpus_roles.{role}", name, f"a name of corpora: {', '.join(self.corpora)}")
         languages = self.languages
+        if self.builtin_world_in_use():
+            for index, code in enumerate(languages.targets):
+                if code not in GRAMMARS:
+                    raise SettingError(
+                        f"languages.targets[{index}]",
+                        f"the built-in world ({self.paths.synthetic}) has no grammar for {code!r}: write "
+                        f"corpora/synthetic/grammars/{code}.py (as de.py) and add it to GRAMMARS, or read real corpora",
+                    )
         for index, target in enumerate(self.mmt.targets):
             allowed = f"one of languages.targets {list(languages.targets)}"
             check(target in languages.targets, f"mmt.targets[{index}]", target, allowed)

@@ -25,8 +25,32 @@ def dvc_stage_definition(dvc_yaml: Path, stage: str) -> dict[str, Any]:
     if not dvc_yaml.is_file():
         return {}
     stages = (yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) or {}).get("stages", {})
-    definition = stages.get(stage.partition("@")[0], {})
+    name, _, key = stage.partition("@")
+    definition = stages.get(name, {})
+    items = definition.get("foreach")
+    if isinstance(items, dict) and isinstance(items.get(key), dict) and "cmd" in items[key]:
+        return _generated_item(items[key], definition.get("do", {}))
     return dict(definition.get("do", definition))
+
+
+def _generated_item(item: Mapping[str, Any], do: Mapping[str, Any]) -> dict[str, Any]:
+    """A stage of a generated ``foreach`` group (mmtr/dag.py): its item holds its own values, ``do`` adds the
+    group's code; the padding that repeats an entry to the group's length is dropped."""
+
+    def literal(entries: Sequence[object]) -> list[object]:
+        return [entry for entry in entries if not (isinstance(entry, str) and entry.startswith("${"))]
+
+    def unique(entries: Sequence[object]) -> list[object]:
+        return list(dict.fromkeys(entries))
+
+    return {
+        "cmd": item["cmd"],
+        "deps": unique([*item.get("deps", []), *literal(do.get("deps", []))]),
+        "params": unique(item.get("params", [])),
+        "outs": [*item.get("outs", []), *item.get("uncached", [])],
+        "metrics": list(item.get("metrics", [])),
+        "plots": list(item.get("plots", [])),
+    }
 
 
 def stage_scope(dvc_yaml: Path, stage: str, params: Mapping[str, Any]) -> dict[str, object]:
@@ -44,6 +68,8 @@ def stage_scope(dvc_yaml: Path, stage: str, params: Mapping[str, Any]) -> dict[s
         values = suffix.split("-")
         return {"item": dict(zip(matrix, values, strict=True))} if len(values) == len(matrix) else {}
     source = definition.get("foreach")
+    if isinstance(source, Mapping) and isinstance(source.get(suffix), Mapping) and "cmd" in source[suffix]:
+        return {}  # a generated stage: its item holds its values, nothing is left to resolve
     looped = section(params, source[2:-1]) if isinstance(source, str) and source.startswith("${") else source
     if isinstance(looped, Mapping):
         return {"key": suffix, "item": looped.get(suffix)}

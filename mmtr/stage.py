@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from common import distributed
 from common.errors import InputError
 from common.runtime import resolve_device
-from mmtr.errors import add_debug_flag, user_errors
+from mmtr.errors import ParamsError, add_debug_flag, user_errors
 from mmtr.params import DistributedParams, Params, RunnerParams, load_params
 from mmtr.run_card import run_card_hook
 
@@ -153,6 +154,8 @@ def run_stage(
     args = parser.parse_args(argv)
     with user_errors(parser.prog, debug=args.debug):
         params = load_params(args.params)
+        if os.environ.get("DVC_STAGE"):
+            check_dag_current(params, args.params)
         if data_parallel is not None and params.distributed.processes > 1:
             if not distributed.under_torchrun():
                 raise SystemExit(subprocess.run(torchrun_command(params.distributed, data_parallel, argv)).returncode)
@@ -173,6 +176,22 @@ def run_stage(
         check_prefect_api()
         return body(args, params)
     raise AssertionError("unreachable: user_errors exits or re-raises")
+
+
+def check_dag_current(params: Params, params_file: str) -> None:
+    """Under `dvc repro`: dvc.yaml (in the working directory DVC runs the stage in) must be the one ``params_file``
+    gives, or a settings edit that adds or narrows stages would run against the old DAG.
+
+    Raises:
+        ParamsError: dvc.yaml differs from what `mmtr dag` would write.
+    """
+    from mmtr.dag import stale_dvc_yaml
+
+    if stale_dvc_yaml(params, Path("dvc.yaml"), params_file):
+        raise ParamsError(
+            f"dvc.yaml was not generated from {params_file} as it is now (a setting that shapes the DAG changed, or "
+            f"dvc.yaml was edited by hand): run `mmtr dag --params {params_file}`, then `dvc repro` again"
+        )
 
 
 def torchrun_command(settings: DistributedParams, module: str, argv: Sequence[str]) -> list[str]:

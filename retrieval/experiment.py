@@ -22,6 +22,7 @@ import torch
 from common.distributed import is_writer
 from common.errors import InputError
 from common.runtime import Runtime
+from corpora.prepared import read_caption_variant
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
 from retrieval.config import RetrievalConfig
@@ -43,10 +44,14 @@ Translate = Callable[[list[str]], list[str]]  # query texts -> their translation
 def read_captions(
     path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None, human_only: bool
 ) -> list[dict[str, Any]]:
-    """Rows of the captions table at ``path`` in ``split`` and ``languages`` (and ``kinds``; human only)."""
-    if not path.is_file():
+    """Rows of the captions at ``path`` in ``split`` and ``languages`` (and ``kinds``; human only). ``path`` is a
+    caption variant's folder (one file per language, of which only ``languages`` are read) or one captions table."""
+    if path.is_dir():
+        table = read_caption_variant(path, languages=languages, columns=CAPTION_COLUMNS)
+    elif path.is_file():
+        table = pq.read_table(path, columns=CAPTION_COLUMNS)
+    else:
         raise InputError(f"{path}: captions table not found")
-    table = pq.read_table(path, columns=CAPTION_COLUMNS)
     keep = pc.and_(pc.equal(table["split"], split), pc.is_in(table["lang"], value_set=_strings(languages)))
     if kinds is not None:
         keep = pc.and_(keep, pc.is_in(table["kind"], value_set=_strings(kinds)))

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from corpora.adapters import read_corpus
 from corpora.languages import Languages
-from corpora.prepared import Corpus, write_parallel_tables, write_prepared
+from corpora.prepared import Corpus, write_parallel_table, write_prepared
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
 from corpora.wmt import ParallelConfig, read_parallel_corpus
 from tasks import progress_artifact
@@ -69,13 +69,11 @@ def read_captioned_images(source: CorpusSource, config: object, languages: Langu
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
-def read_parallel_text(config: ParallelConfig, languages: Languages, parallel_dir: str) -> dict[str, pa.Table]:
-    """Read the text-only corpus of every pivot-target pair."""
-    pairs = [(languages.pivot, target) for target in languages.targets]
-    parallel = read_parallel_corpus(Path(parallel_dir), pairs=pairs, splits=config.splits)
-    for name, table in parallel.items():
-        get_run_logger().info("Read %d sentence pairs for %s", table.num_rows, name)
-    return parallel
+def read_parallel_pair(config: ParallelConfig, pivot: str, target: str, parallel_dir: str) -> pa.Table:
+    """Read the text-only corpus of the pair ``pivot``-``target``."""
+    table = read_parallel_corpus(Path(parallel_dir), pairs=[(pivot, target)], splits=config.splits)[f"{pivot}-{target}"]
+    get_run_logger().info("Read %d sentence pairs for %s-%s", table.num_rows, pivot, target)
+    return table
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -86,10 +84,10 @@ def write_prepared_tables(corpus: Corpus, out_dir: str) -> None:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def write_parallel_text(parallel: dict[str, pa.Table], out_dir: str) -> None:
-    """Validate and atomically write the text-only corpus's tables to ``out_dir``."""
-    write_parallel_tables(parallel, out_dir)
-    get_run_logger().info("Wrote %d parallel tables to %s", len(parallel), out_dir)
+def write_parallel_pair(table: pa.Table, out: str) -> None:
+    """Validate and atomically write one pair's text-only table to ``out``."""
+    write_parallel_table(table, out)
+    get_run_logger().info("Wrote %d sentence pairs to %s", table.num_rows, out)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

@@ -10,23 +10,26 @@ from prefect.cache_policies import NO_CACHE
 
 from corpora.dataset_card import CardInfo
 from corpora.hf_dataset import ExportSummary, RegionSource, export_variant
-from corpora.tables import read_captions
+from corpora.prepared import read_caption_variant
+from corpora.tables import validate_captions
 
 # cache_policy=NO_CACHE, persist_result=False: DVC decides what reruns (see tasks/data.py).
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def export_caption_variant(
-    captions_file: str,
+    variant_dir: str,
     images: pa.Table,
     out_dir: str,
     card: CardInfo,
     image_root: str | None,
     regions: RegionSource | None,
 ) -> ExportSummary:
-    """Read one variant's caption table (checked against ``images``) and write it to ``out_dir`` as a Hugging Face
-    dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region features."""
-    captions = read_captions(captions_file, images=images)
+    """Read one variant's captions, every language (checked against ``images``), and write them to ``out_dir`` as a
+    Hugging Face dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region
+    features."""
+    captions = read_caption_variant(variant_dir)
+    validate_captions(captions, images=images, source=variant_dir)
     summary = export_variant(
         captions,
         images,
@@ -35,7 +38,7 @@ def export_caption_variant(
         image_root=image_root,
         with_images=image_root is not None,
         regions=regions,
-        source=captions_file,
+        source=variant_dir,
     )
     rows = {split: sum(counts.values()) for split, counts in summary.rows.items()}
     get_run_logger().info(

@@ -15,7 +15,7 @@ from prefect.utilities.annotations import unmapped
 from tqdm import tqdm
 
 from common.errors import InputError
-from corpora.tables import read_images
+from corpora.prepared import read_shared_images
 from features.config import FeaturesConfig
 from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_into_ledger
 from features.extractors import (
@@ -33,11 +33,12 @@ from tasks import progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def plan_image_jobs(prepared: str, images_root: str, boxes_path: str | None) -> list[ImageJob]:
-    """One job per prepared image, in images.parquet order, with its given boxes when a boxes file is used."""
-    images = read_images(Path(prepared) / "images.parquet")
+def plan_image_jobs(prepared: list[str], images_root: str, boxes_path: str | None) -> list[ImageJob]:
+    """One job per image of the prepared corpora (each image once, in order of first appearance), with its given
+    boxes when a boxes file is used."""
+    images = read_shared_images(prepared)
     jobs = image_jobs(images, Path(images_root), Path(boxes_path) if boxes_path else None)
-    get_run_logger().info("Planned %d images from %s", len(jobs), prepared)
+    get_run_logger().info("Planned %d images from %s", len(jobs), ", ".join(prepared))
     return jobs
 
 
@@ -127,18 +128,18 @@ def assemble_store(ledger_root: str, fingerprint: str, shards: list[Shard], out:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def probe_features(store_path: str, prepared: str, boxes_path: str) -> dict[str, dict[str, float]]:
+def probe_features(store_path: str, prepared: list[str], boxes_path: str) -> dict[str, dict[str, float]]:
     """Linear probes, train split -> test split, for every label column of the boxes table (built-in data)."""
-    images = read_images(Path(prepared) / "images.parquet")
+    images = read_shared_images(prepared)
     return probe_store(FeatureStore.open(store_path), images, Path(boxes_path))
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def import_features(config: FeaturesConfig, prepared: str, inputs: str, out: str) -> dict[str, object]:
+def import_features(config: FeaturesConfig, prepared: list[str], inputs: str, out: str) -> dict[str, object]:
     """Import SCAN ``<stem>_ims.npy`` arrays or bottom-up TSV files for the prepared images (no extraction)."""
     entry = EXTRACTORS[config.extractor]
     assert isinstance(entry, FeatureImporter)
-    entry.run(config, read_images(Path(prepared) / "images.parquet"), Path(inputs), Path(out))
+    entry.run(config, read_shared_images(prepared), Path(inputs), Path(out))
     store = FeatureStore.open(out)  # opening checks every value is finite
     get_run_logger().info("Imported %d images into %s", len(store), out)
     return {"images": len(store), "bad_images": 0, "regions": int(store.num_regions.sum())}

@@ -35,7 +35,7 @@ from tasks import progress_artifact
 class RetrievalInputs:
     """The files a retrieval run reads: its caption variant, region features, word vectors and query translations."""
 
-    captions: str  # the caption variant's table, <augmented>/<variant>/captions.parquet
+    captions: str  # the caption variant's folder, <augmented>/<variant>/ (captions.<lang>.parquet per language)
     store: str  # the target corpus's FeatureStore folder (region features of its images)
     word_vectors: str  # FastText .vec files the user holds (paths.word_vectors; retrieval.vocab.fasttext names them)
     queries: str  # translate_queries' folder: <lang>-<pivot>.parquet, the test queries of translate-search

@@ -17,6 +17,7 @@ import pytest
 from prefect.client.orchestration import get_client
 
 from corpora.prepared import read_prepared
+from mmtr.dag import update_dvc_yaml
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
@@ -31,12 +32,11 @@ CODE = [
     "mmtr",
     "tasks",
     "flows",
-    "dvc.yaml",
     ".dvcignore",
     "pyproject.toml",
 ]
 CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
-STAGES = ("generate", "prepare@synthetic", "prepare_parallel", "features@synthetic", "train_mmt@de", "synthesize@de")
+STAGES = ("generate", "prepare@synthetic", "prepare_parallel@de", "features@synthetic", "train_mmt@de", "synthesize@de")
 STAGES += ("augment", "export", "translate_queries", "report")
 STAGES += tuple(f"train_retrieval@san-{variant}-all" for variant in ("none", "mmt_f"))
 
@@ -58,6 +58,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]
     tree = tiny_params_tree()
     tree["retrieval"]["models"] = ["san"]  # each stage is a process start: the other models run in test_profiles_run
     write_params(tmp_path / "params.yaml", tree)
+    update_dvc_yaml(tmp_path / "params.yaml")
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -95,7 +96,7 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     write_params(root / "params.yaml", renamed_tree)
     third = run([sys.executable, "-m", "flows.pipeline", "prepare"], root, env)  # dvc repro prepare, as a flow
     assert "Stage 'generate' didn't change, skipping" in third
-    assert "Running stage 'prepare@synthetic'" in third and "Running stage 'prepare_parallel'" not in third
+    assert "Running stage 'prepare@synthetic'" in third and "Running stage 'prepare_parallel@de'" not in third
     renamed = read_prepared(root / "data" / "prepared" / "synthetic")
     assert set(renamed.images.column("dataset").to_pylist()) == {"synthetic-renamed"}
     runs = asyncio.run(_flow_runs())

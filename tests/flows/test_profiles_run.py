@@ -19,6 +19,7 @@ import pytest
 
 from common.metrics_files import is_notes_file, read_metrics
 from mmtr.profiles import load_profile, merge, profile_names
+from mmtr.dag import update_dvc_yaml
 from report.tables import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
@@ -58,8 +59,7 @@ def run_stages_in_order(project: Path, monkeypatch: pytest.MonkeyPatch) -> list[
 def project(tmp_path: Path, prefect_api_url: str) -> Path:
     import subprocess
 
-    for name in ("dvc.yaml", ".dvcignore"):
-        shutil.copy2(REPO / name, tmp_path / name)
+    shutil.copy2(REPO / ".dvcignore", tmp_path / ".dvcignore")
     for folder in ("data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -71,6 +71,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> Path:
 def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tree = tiny_profile_params(name)
     write_params(project / "params.yaml", tree)
+    update_dvc_yaml(project / "params.yaml")
     stages = run_stages_in_order(project, monkeypatch)
 
     retrieval, roles = tree["retrieval"], tree["corpus_roles"]

@@ -1,0 +1,675 @@
+"""dvc.yaml, written from params.yaml: every stage depends on exactly what it reads.
+
+DVC's templating cannot make a stage conditional nor give the stages of one ``foreach`` dependency lists of their
+own length, so the DAG is generated here from the validated :class:`~mmtr.params.Params`:
+
+- the built-in world (`generate`) is a stage only when a corpus or the parallel text lies in ``paths.synthetic``;
+- `prepare@<corpus>` reads every language its source holds, so adding a language does not rerun it;
+- `prepare_parallel@<target>`, `train_mmt@<target>` and `synthesize@<target>` exist per language of
+  ``mmt.targets`` and read that pair's text and the MT model folders of that pair alone;
+- corpora over the same image folder share one FeatureStore, `features@<image set>`, which depends on the
+  prepared images tables of those corpora and the very files its extractor reads (a checkpoint, import files),
+  never on the whole ``paths.feature_inputs`` folder;
+- a retrieval run depends on its variant's captions in the languages it reads (``retrieval.languages``), its own
+  model and role settings, and the shared training settings.
+
+``mmtr dag`` writes dvc.yaml; every stage command checks that dvc.yaml is still the one params.yaml gives, so a
+params edit that changes the DAG is never run against a stale one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from common.files import write_text
+from corpora.prepared import caption_variant_file, parallel_table_name
+from mmtr.errors import ParamsError
+from mmtr.params import Params, load_params
+from retrieval.config import RetrievalConfig
+from retrieval.roles import PRESETS
+
+HEADER = """\
+# The pipeline DAG, generated from params.yaml by `mmtr dag`: do not edit; edit params.yaml and run `mmtr dag`
+# (`python -m flows.pipeline` and `make demo` do it for you; every stage refuses to run on a stale dvc.yaml).
+# Each stage runs one Prefect flow (python -m flows.<stage>) and depends on exactly the files and settings it
+# reads, so `dvc repro` reruns what a change touches and nothing else (docs/pipeline.md, "The DAG").
+# A `foreach` group lists each stage's own data deps in its item and the group's code once in `do`; DVC takes
+# one list length for the group, so a stage that reads fewer files than its siblings repeats its flow file.
+"""
+
+_STAGE_CODE: dict[str, tuple[str, ...]] = {
+    "generate": ("corpora", "common", "flows/generate.py", "tasks/__init__.py", "tasks/data.py"),
+    "prepare": ("corpora", "common", "flows/prepare.py", "tasks/__init__.py", "tasks/data.py"),
+    "prepare_parallel": ("corpora", "common", "flows/prepare_parallel.py", "tasks/__init__.py", "tasks/data.py"),
+    "features": ("corpora", "features", "common", "flows/features.py", "tasks/__init__.py", "tasks/features.py"),
+    "train_mmt": ("corpora", "features", "mmt", "common", "flows/train_mmt.py", "tasks/__init__.py", "tasks/mmt.py"),
+    "synthesize": (
+        "corpora",
+        "features",
+        "mmt",
+        "common",
+        "flows/synthesize.py",
+        "tasks/__init__.py",
+        "tasks/mmt.py",
+    ),
+    "augment": (
+        "corpora",
+        "mmt/__init__.py",
+        "mmt/augment.py",
+        "mmt/diversity.py",
+        "mmt/synthesis.py",
+        "common",
+        "flows/augment.py",
+        "tasks/__init__.py",
+    ),
+    "export": (
+        "corpora",
+        "features/__init__.py",
+        "features/npy.py",
+        "features/regions.py",
+        "features/store.py",
+        "features/store_format.py",
+        "mmt/__init__.py",
+        "mmt/augment.py",
+        "mmt/synthesis.py",
+        "common",
+        "flows/export.py",
+        "tasks/__init__.py",
+        "tasks/export.py",
+    ),
+    "translate_queries": (
+        "corpora",
+        "features",
+        "mmt",
+        "common",
+        "flows/translate_queries.py",
+        "tasks/__init__.py",
+        "tasks/mmt.py",
+    ),
+    "train_retrieval": (
+        "corpora",
+        "features",
+        "mmt",
+        "retrieval",
+        "common",
+        "flows/train_retrieval.py",
+        "tasks/__init__.py",
+        "tasks/retrieval.py",
+    ),
+    "report": ("corpora", "report", "common", "flows/report.py", "tasks/__init__.py", "tasks/report.py"),
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    path: str
+    x: str
+    y: str
+    title: str
+    x_label: str
+    y_label: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage as DVC resolves it: its command and exactly what it reads and writes."""
+
+    cmd: str
+    deps: tuple[str, ...]  # the data it reads (the code it runs is its group's, _STAGE_CODE)
+
+    def __post_init__(self) -> None:
+        for name in ("deps", "params", "outs", "uncached", "metrics"):
+            if not isinstance(getattr(self, name), tuple):
+                raise TypeError(f"Stage.{name} must be a tuple of paths or keys")
+
+    params: tuple[str, ...]
+    outs: tuple[str, ...] = ()
+    uncached: tuple[str, ...] = ()  # git-tracked outputs that are not metrics (notes: strings)
+    metrics: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    """Corpora whose images lie in one folder: one FeatureStore, one `features@<name>` stage."""
+
+    name: str
+    corpora: tuple[str, ...]
+    images: str
+    boxes: str
+
+
+@dataclass
+class Pipeline:
+    """The stages by group, in DAG order: a group of one unnamed stage is a plain stage, else a ``foreach``."""
+
+    groups: dict[str, dict[str | None, Stage]] = field(default_factory=dict)
+
+    def add(self, group: str, stage: Stage, key: str | None = None) -> None:
+        self.groups.setdefault(group, {})[key] = stage
+
+    def names(self) -> list[str]:
+        """Every stage as DVC addresses it (``features@synthetic``)."""
+        return [group if key is None else f"{group}@{key}" for group, stages in self.groups.items() for key in stages]
+
+
+def image_sets(params: Params) -> dict[str, ImageSet]:
+    """Corpora grouped by image folder. A set is named by its corpora's ``image_set`` (the same for every corpus of
+    the folder), else after its first corpus in params order. Raises ParamsError on conflicting names or boxes."""
+    by_folder: dict[str, list[str]] = {}
+    for name, corpus in params.corpora.items():
+        by_folder.setdefault(str(PurePosixPath(corpus.images)), []).append(name)
+    sets: dict[str, ImageSet] = {}
+    for folder, names in by_folder.items():
+        named = {image_set for name in names if (image_set := params.corpora[name].image_set) is not None}
+        if len(named) > 1:
+            raise ParamsError(
+                f"params.yaml: corpora {', '.join(names)} share the image folder {folder} but name different image "
+                f"sets {sorted(str(n) for n in named)}; give them one image_set (they share one feature store)"
+            )
+        set_name = named.pop() if named else names[0]
+        boxes = {params.corpora[name].boxes for name in names}
+        if len(boxes) > 1:
+            raise ParamsError(
+                f"params.yaml: corpora {', '.join(names)} share the image folder {folder} but not the boxes file "
+                f"({', '.join(sorted(boxes))}); one image set has one boxes file"
+            )
+        if set_name in sets:
+            raise ParamsError(
+                f"params.yaml: image set {set_name!r} names two image folders ({sets[set_name].images}, {folder}); "
+                "name each folder's image set once"
+            )
+        sets[set_name] = ImageSet(set_name, tuple(names), params.corpora[names[0]].images, boxes.pop())
+    return sets
+
+
+def image_set_of(params: Params, corpus: str) -> str:
+    """The image set (feature store name) of ``corpus``."""
+    return next(name for name, images in image_sets(params).items() if corpus in images.corpora)
+
+
+def feature_store(params: Params, corpus: str) -> str:
+    """The FeatureStore folder ``corpus``'s images are featurized into."""
+    return f"{params.paths.features}/{image_set_of(params, corpus)}/{params.features.extractor}"
+
+
+def extractor_reads(params: Params) -> list[str]:
+    """The files the extractor reads from ``paths.feature_inputs`` (checkpoint, import files), or of the built-in
+    world (the compact preset's training images)."""
+    config, inputs = params.features, params.paths.feature_inputs
+    extractor = config.extractor
+    if extractor == "compact":
+        if not params.builtin_world_in_use():
+            return []
+        synthetic = params.paths.synthetic
+        return [f"{synthetic}/images", f"{synthetic}/objects.parquet", f"{synthetic}/task1/image_splits/train.txt"]
+    if extractor in ("butd", "butd-detectron2"):
+        return [f"{inputs}/{config.butd.checkpoint}"]
+    if extractor == "scan-npy":
+        return [f"{inputs}/{path}" for path in scan_files(params)]
+    if extractor == "butd-tsv":
+        return [f"{inputs}/{name}" for name in config.imported.tsv_files]
+    raise ParamsError(f"params.yaml: features.extractor: {extractor!r} reads no files the DAG knows of")
+
+
+def scan_files(params: Params) -> list[str]:
+    """SCAN precomp files per split stem: ``<stem>_ims.npy``, and the ids file where the folder holds one, else the
+    captions file that the importer checks the images against."""
+    root = Path(params.paths.feature_inputs)
+    files: list[str] = []
+    for stem in params.features.imported.scan_splits.values():
+        files.append(f"{stem}_ims.npy")
+        ids = f"{stem}_ids.txt"
+        files.append(ids if (root / ids).is_file() else f"{stem}_caps.txt")
+    return files
+
+
+def mt_model_folders(params: Params, target: str) -> list[str]:
+    """The held MT model folders of the pair pivot<->``target`` (in ``paths.mt_models``)."""
+    pivot = params.languages.pivot
+    held = params.mmt.marian.local_dirs
+    return [
+        f"{params.paths.mt_models}/{held[pair]}" for pair in (f"{pivot}-{target}", f"{target}-{pivot}") if pair in held
+    ]
+
+
+def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline:
+    """Every stage of the experiment ``params`` describes."""
+    paths, pivot = params.paths, params.languages.pivot
+    roles = params.corpus_roles
+    pipeline = Pipeline()
+    p = f"--params {params_file}"
+    sets = image_sets(params)
+
+    if params.builtin_world_in_use():
+        pipeline.add(
+            "generate",
+            Stage(
+                f"python -m flows.generate {p} --out {paths.synthetic}",
+                (),
+                ("seed", "languages", "generate"),
+                outs=(paths.synthetic,),
+            ),
+        )
+
+    for name, corpus in params.corpora.items():
+        pipeline.add(
+            "prepare",
+            Stage(
+                f"python -m flows.prepare {p} --corpus {name} --out {paths.prepared}/{name}",
+                (corpus.source, corpus.images),
+                ("languages.pivot", "prepare.read_image_sizes", f"prepare.{corpus.format}", f"corpora.{name}"),
+                outs=(f"{paths.prepared}/{name}",),
+            ),
+            key=name,
+        )
+
+    for target in params.mmt.targets:
+        pair = parallel_table_name(pivot, target)
+        pipeline.add(
+            "prepare_parallel",
+            Stage(
+                f"python -m flows.prepare_parallel {p} --target {target} --parallel {paths.parallel} "
+                f"--out {paths.prepared}/parallel/{pair}",
+                (f"{paths.parallel}/{pivot}-{target}",),
+                ("languages.pivot", "prepare.parallel"),
+                outs=(f"{paths.prepared}/parallel/{pair}",),
+            ),
+            key=target,
+        )
+
+    extractor = params.features.extractor
+    reads = extractor_reads(params)
+    given_boxes = params.features.regions.mode == "given"
+    for set_name, images in sets.items():
+        prepared = [f"{paths.prepared}/{corpus}" for corpus in images.corpora]
+        store = f"{paths.features}/{set_name}/{extractor}"
+        metrics = f"{paths.metrics}/features/{set_name}-{extractor}.json"
+        detector = (
+            f" --detector-data {paths.synthetic}" if extractor == "compact" and params.builtin_world_in_use() else ""
+        )
+        cmd = (
+            f"python -m flows.features {p} "
+            + " ".join(f"--prepared {folder}" for folder in prepared)
+            + f" --images {images.images} --boxes {images.boxes} --inputs {paths.feature_inputs}"
+            f" --work {paths.work}/features/{set_name} --out {store} --metrics {metrics}{detector}"
+        )
+        deps = (
+            *(f"{folder}/images.parquet" for folder in prepared),
+            images.images,
+            *((images.boxes,) if given_boxes else ()),
+            *reads,
+        )
+        feature_params = tuple(
+            f"features.{f.name}" for f in dataclasses.fields(params.features) if f.name not in _OTHER_EXTRACTORS
+        ) + _extractor_params(extractor)
+        pipeline.add(
+            "features",
+            Stage(cmd, deps, ("seed", "device", "precision", *feature_params), outs=(store,), metrics=(metrics,)),
+            key=set_name,
+        )
+
+    finetune, target_corpus = roles.mmt_finetune, roles.target
+    models = f"{paths.models}/mmt"
+    mmt_settings = tuple(f"mmt.{f.name}" for f in dataclasses.fields(params.mmt) if f.name != "targets")
+    for target in params.mmt.targets:
+        directions = [f"{pivot}-{target}", f"{target}-{pivot}"]
+        systems = [f"{system}-{direction}" for system in ("mmt", "mt") for direction in directions]
+        measured = [f"{paths.metrics}/mmt/{name}" for name in (*systems, *(f"mmt-vs-mt-{d}" for d in directions))]
+        pipeline.add(
+            "train_mmt",
+            Stage(
+                f"python -m flows.train_mmt {p} --target {target} --prepared {paths.prepared}/{finetune} "
+                f"--parallel {paths.prepared}/parallel --store {feature_store(params, finetune)} --models {models} "
+                f"--mt_models {paths.mt_models} --metrics {paths.metrics}/mmt",
+                (
+                    f"{paths.prepared}/{finetune}",
+                    f"{paths.prepared}/parallel/{parallel_table_name(pivot, target)}",
+                    feature_store(params, finetune),
+                    *mt_model_folders(params, target),
+                ),
+                ("seed", "device", "precision", "distributed", "languages.pivot", *mmt_settings),
+                outs=tuple(f"{models}/{name}" for name in systems),
+                uncached=tuple(f"{path}.notes.json" for path in measured),
+                metrics=tuple(f"{path}.json" for path in measured),
+                plots=tuple(
+                    Plot(
+                        f"{paths.metrics}/mmt/mmt-{direction}.history.tsv",
+                        "step",
+                        "val_bleu",
+                        "MMT validation BLEU per step (pre-training, then fine-tuning)",
+                        "training step",
+                        "validation BLEU (greedy)",
+                    )
+                    for direction in directions
+                ),
+            ),
+            key=target,
+        )
+
+    target_store = feature_store(params, target_corpus)
+    for target in params.mmt.targets:
+        pipeline.add(
+            "synthesize",
+            Stage(
+                f"python -m flows.synthesize {p} --target {target} --prepared {paths.prepared}/{target_corpus} "
+                f"--store {target_store} --models {models} --work {paths.work}/synthesis "
+                f"--out {paths.synthesized}/{target}.parquet --metrics {paths.metrics}/synthesis/{target}.json",
+                (
+                    f"{paths.prepared}/{target_corpus}",
+                    target_store,
+                    *(
+                        f"{models}/{system}-{direction}"
+                        for system in ("mmt", "mt")
+                        for direction in (f"{pivot}-{target}", f"{target}-{pivot}")
+                    ),
+                ),
+                ("device", "precision", "languages.pivot", "mmt.systems", "synthesis"),
+                outs=(f"{paths.synthesized}/{target}.parquet",),
+                metrics=(f"{paths.metrics}/synthesis/{target}.json",),
+            ),
+            key=target,
+        )
+
+    synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in params.mmt.targets)
+    pipeline.add(
+        "augment",
+        Stage(
+            f"python -m flows.augment {p} --prepared {paths.prepared}/{target_corpus} "
+            f"--synthesized {paths.synthesized} --out {paths.augmented} --metrics {paths.metrics}/augment.json",
+            (f"{paths.prepared}/{target_corpus}", *synthesized),
+            (
+                "mmt.targets",
+                "mmt.systems",
+                "synthesis.hops",
+                "augment",
+                "retrieval.variants",
+                "retrieval.languages",
+            ),
+            outs=(paths.augmented,),
+            metrics=(f"{paths.metrics}/augment.json",),
+        ),
+    )
+
+    target_images = params.corpora[target_corpus].images
+    pipeline.add(
+        "export",
+        Stage(
+            f"python -m flows.export {p} --augmented {paths.augmented} --prepared {paths.prepared}/{target_corpus} "
+            f"--corpus {target_corpus} --synthetic {paths.synthetic} --store {target_store} --out {paths.exports}",
+            (
+                paths.augmented,
+                f"{paths.prepared}/{target_corpus}",
+                target_store,
+                *((target_images,) if params.export.images else ()),
+            ),
+            ("languages.pivot", f"corpora.{target_corpus}", "mmt.targets", "augment", "export", "retrieval.variants"),
+            outs=(paths.exports,),
+        ),
+    )
+
+    queries_from = tuple(f"{models}/mt-{lang}-{pivot}" for lang in params.retrieval.translate_search.languages)
+    pipeline.add(
+        "translate_queries",
+        Stage(
+            f"python -m flows.translate_queries {p} --prepared {paths.prepared}/{target_corpus} --models {models} "
+            f"--out {paths.queries}",
+            (f"{paths.prepared}/{target_corpus}", *queries_from),
+            ("device", "precision", "languages.pivot", "mmt.beam", "retrieval.translate_search"),
+            outs=(paths.queries,),
+        ),
+    )
+
+    retrieval = params.retrieval
+    shared = _shared_retrieval_settings(retrieval)
+    word_vectors = tuple(
+        f"{paths.word_vectors}/{retrieval.vocab.fasttext[lang]}"
+        for lang in retrieval.languages
+        if lang in retrieval.vocab.fasttext
+    )
+    for model in retrieval.models:
+        for variant in retrieval.variants:
+            for role in retrieval.roles:
+                run = f"{model}-{variant}-{role}"
+                captions = tuple(
+                    f"{paths.augmented}/{variant}/{caption_variant_file(lang)}" for lang in sorted(retrieval.languages)
+                )
+                own = (
+                    *((f"retrieval.configs.{model}",) if model in retrieval.configs else ()),
+                    *((f"retrieval.custom_roles.{role}",) if role not in PRESETS else ()),
+                    *((f"augment.custom_variants.{variant}",) if variant in params.augment.custom_variants else ()),
+                )
+                pipeline.add(
+                    "train_retrieval",
+                    Stage(
+                        f"python -m flows.train_retrieval {p} --model {model} --variant {variant} --role {role} "
+                        f"--augmented {paths.augmented} --store {target_store} --word_vectors {paths.word_vectors} "
+                        f"--queries {paths.queries} --out {paths.models}/retrieval/{run} "
+                        f"--metrics {paths.metrics}/retrieval/{run}.json",
+                        (*captions, target_store, *word_vectors, paths.queries),
+                        (
+                            "seed",
+                            "device",
+                            "precision",
+                            "distributed.nproc_per_node",
+                            "distributed.nnodes",
+                            "distributed.rdzv_endpoint",
+                            "languages.pivot",
+                            *shared,
+                            *own,
+                        ),
+                        outs=(f"{paths.models}/retrieval/{run}",),
+                        uncached=(f"{paths.metrics}/retrieval/{run}.notes.json",),
+                        metrics=(f"{paths.metrics}/retrieval/{run}.json",),
+                        plots=(
+                            Plot(
+                                f"{paths.metrics}/retrieval/{run}.history.tsv",
+                                "epoch",
+                                "val_rsum",
+                                "validation rsum per epoch",
+                                "epoch",
+                                "validation rsum (summed over the test languages)",
+                            ),
+                        ),
+                    ),
+                    key=run,
+                )
+
+    pipeline.add(
+        "report",
+        Stage(
+            f"python -m flows.report {p} --metrics {paths.metrics}/retrieval --synthesized {paths.synthesized} "
+            f"--prepared {paths.prepared}/{target_corpus} --corpus {target_corpus} --out {paths.reports} "
+            f"--diversity {paths.metrics}/augment.json --round_trips {paths.metrics}/synthesis "
+            f"--translation {paths.metrics}/mmt",
+            (
+                f"{paths.metrics}/retrieval",
+                f"{paths.metrics}/augment.json",
+                f"{paths.metrics}/synthesis",
+                f"{paths.metrics}/mmt",
+                *synthesized,
+                f"{paths.prepared}/{target_corpus}",
+            ),
+            ("augment", "mmt.targets"),
+            outs=(paths.reports,),
+        ),
+    )
+    return pipeline
+
+
+# the `features` sections of the other extractors: a stage depends on its own extractor's section alone
+_OTHER_EXTRACTORS = ("compact", "butd", "imported")
+
+
+def _extractor_params(extractor: str) -> tuple[str, ...]:
+    if extractor == "compact":
+        return ("features.compact",)
+    if extractor.startswith("butd") and extractor != "butd-tsv":
+        return ("features.butd",)
+    return ("features.imported",)
+
+
+def _shared_retrieval_settings(retrieval: RetrievalConfig) -> tuple[str, ...]:
+    """The retrieval settings every run reads: all but the lists of runs and the per-model and per-role entries."""
+    per_run = ("models", "variants", "roles", "configs", "custom_roles")
+    return tuple(f"retrieval.{f.name}" for f in dataclasses.fields(retrieval) if f.name not in per_run)
+
+
+def render(pipeline: Pipeline) -> str:
+    """dvc.yaml's text: plain stages, and a ``foreach`` per group of several (or keyed) stages."""
+    stages: dict[str, object] = {}
+    for group, members in pipeline.groups.items():
+        if list(members) == [None]:
+            stages[group] = _plain(members[None], _STAGE_CODE[group])
+        else:
+            stages[group] = _foreach(group, {str(key): stage for key, stage in members.items()}, _STAGE_CODE[group])
+    return HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+
+
+def _outs(stage: Stage, path: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[object]]:
+    """outs / metrics / plots entries of ``stage`` (or, with ``path``, of a template reading them from ``item``)."""
+    out = path or {
+        "outs": stage.outs,
+        "uncached": stage.uncached,
+        "metrics": stage.metrics,
+        "plots": [plot.path for plot in stage.plots],
+    }
+    entries: dict[str, list[object]] = {}
+    cached: list[object] = [*out["outs"], *({name: {"cache": False}} for name in out["uncached"])]
+    if cached:
+        entries["outs"] = cached
+    if out["metrics"]:
+        entries["metrics"] = [{name: {"cache": False}} for name in out["metrics"]]
+    if out["plots"]:
+        entries["plots"] = [
+            {
+                name: {
+                    "cache": False,
+                    "x": plot.x,
+                    "y": plot.y,
+                    "title": plot.title,
+                    "x_label": plot.x_label,
+                    "y_label": plot.y_label,
+                }
+            }
+            for name, plot in zip(out["plots"], stage.plots, strict=True)
+        ]
+    return entries
+
+
+def _plain(stage: Stage, code: Sequence[str]) -> dict[str, object]:
+    deps = _unique([*stage.deps, *code])
+    return {"cmd": stage.cmd, "deps": deps, "params": _unique(stage.params), **_outs(stage)}
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict[str, object]:
+    """A ``foreach`` over the stages' own lists, the group's code listed once; data deps and params are padded to
+    the group's longest (repeating the flow file and ``seed``, which change nothing); outputs have one shape."""
+    first = next(iter(members.values()))
+    shape = {name: len(getattr(first, name)) for name in ("outs", "uncached", "metrics")}
+    for key, stage in members.items():
+        for name, count in shape.items():
+            if len(getattr(stage, name)) != count:
+                raise AssertionError(f"{group}@{key}: {name} differ in number from its group's")
+        if [(p.x, p.y, p.title) for p in stage.plots] != [(p.x, p.y, p.title) for p in first.plots]:
+            raise AssertionError(f"{group}@{key}: plots differ from its group's")
+    flow_file = next(dep for dep in code if dep.startswith("flows/"))
+    data = {key: [dep for dep in _unique(stage.deps) if dep not in code] for key, stage in members.items()}
+    own_params = {key: _unique(stage.params) for key, stage in members.items()}
+    deps_length = max(len(deps) for deps in data.values())
+    params_length = max(len(values) for values in own_params.values())
+    items = {
+        key: {
+            "cmd": stage.cmd,
+            "deps": [*data[key], *[flow_file] * (deps_length - len(data[key]))],
+            "params": [*own_params[key], *["seed"] * (params_length - len(own_params[key]))],
+            **{
+                name: list(values)
+                for name, values in (
+                    ("outs", stage.outs),
+                    ("uncached", stage.uncached),
+                    ("metrics", stage.metrics),
+                    ("plots", [plot.path for plot in stage.plots]),
+                )
+                if values
+            },
+        }
+        for key, stage in members.items()
+    }
+    template = {
+        name: [f"${{item.{name}[{index}]}}" for index in range(count)]
+        for name, count in (
+            ("outs", len(first.outs)),
+            ("uncached", len(first.uncached)),
+            ("metrics", len(first.metrics)),
+            ("plots", len(first.plots)),
+        )
+    }
+    do: dict[str, object] = {
+        "cmd": "${item.cmd}",
+        "deps": [*(f"${{item.deps[{index}]}}" for index in range(deps_length)), *code],
+        "params": [f"${{item.params[{index}]}}" for index in range(params_length)],
+        **_outs(first, template),
+    }
+    return {"foreach": items, "do": do}
+
+
+def dvc_yaml_text(params: Params, params_file: str = "params.yaml") -> str:
+    return render(build_pipeline(params, params_file))
+
+
+def stale_dvc_yaml(params: Params, dvc_yaml: Path, params_file: str = "params.yaml") -> bool:
+    """Whether ``dvc_yaml`` is not the file params gives (missing, hand-edited, or params changed since)."""
+    return not dvc_yaml.is_file() or dvc_yaml.read_text(encoding="utf-8") != dvc_yaml_text(params, params_file)
+
+
+def stage_names(dvc_yaml_text: str) -> list[str]:
+    """The stage names of a dvc.yaml's text (a ``foreach`` group of dict items: ``group@key``)."""
+    stages = (yaml.safe_load(dvc_yaml_text) or {}).get("stages", {}) or {}
+    names: list[str] = []
+    for group, body in stages.items():
+        items = body.get("foreach") if isinstance(body, dict) else None
+        if isinstance(items, (dict, list)):
+            names += [f"{group}@{key}" for key in items]
+        else:
+            names.append(group)
+    return names
+
+
+def describe_change(old: Iterable[str], new: Iterable[str]) -> str:
+    """ "+ added, - removed" stage names between two DAGs, for the command's message."""
+    before, after = set(old), set(new)
+    added, removed = sorted(after - before), sorted(before - after)
+    parts = [*(f"+{name}" for name in added), *(f"-{name}" for name in removed)]
+    return " ".join(parts) if parts else "the same stages"
+
+
+def update_dvc_yaml(params_file: Path, *, check_only: bool = False) -> str:
+    """Write dvc.yaml beside ``params_file`` from it (unless it is already that file); return what was done.
+
+    Raises:
+        ParamsError: bad params, or with ``check_only`` a dvc.yaml that is not the one they give.
+    """
+    params = load_params(params_file)
+    out = params_file.parent / "dvc.yaml"
+    pipeline = build_pipeline(params, os.path.relpath(params_file, out.parent))
+    text = render(pipeline)
+    current = out.read_text(encoding="utf-8") if out.is_file() else None
+    count = len(pipeline.names())
+    if current == text:
+        return f"{out}: up to date with {params_file} ({count} stages)"
+    change = describe_change(stage_names(current) if current else [], pipeline.names())
+    if check_only:
+        raise ParamsError(f"{out} is not the DAG {params_file} gives ({change}): run `mmtr dag --params {params_file}`")
+    write_text(out, text)
+    return f"{out}: written from {params_file} ({count} stages; {change})"
