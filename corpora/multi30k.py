@@ -98,12 +98,12 @@ class Multi30kEvalSet:
     """An extra evaluation set: its file stems and the folder of its images.
 
     Attributes:
-        task1: The task1 file stem (e.g. ``test_2017_flickr``), or None.
+        task1: The task1 file stem (e.g. ``test_2017_flickr``), or None (a task2-only set).
         task2: The task2 file stem, or None.
         images: The folder of its image files, relative to the corpus's image folder ("": that folder itself).
     """
 
-    task1: str | None = None
+    task1: str | None
     task2: str | None = None
     images: str = ""
 

@@ -187,6 +187,7 @@ def test_adapter_reads_eval_sets_from_the_settings(tmp_path: Path) -> None:
         ({"eval_sets": {"test": {"task1": "x"}}}, "prepare.multi30k.eval_sets.test"),
         ({"eval_sets": {"Test-2017": {"task1": "x"}}}, "prepare.multi30k.eval_sets.Test-2017"),
         ({"eval_sets": {"t2017": {}}}, "prepare.multi30k.eval_sets.t2017.task1"),
+        ({"eval_sets": {"t2017": {"task1": None}}}, "prepare.multi30k.eval_sets.t2017.task1"),
         ({"eval_sets": {"coco": {"task1": "x", "images": "../coco"}}}, "prepare.multi30k.eval_sets.coco.images"),
         ({"eval_sets": {"coco": {"task1": "x", "image": "coco"}}}, "prepare.multi30k.eval_sets.coco.image"),
     ],
