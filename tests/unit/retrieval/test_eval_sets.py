@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from common.metrics_files import read_metrics
 from common.runtime import Runtime
 from corpora import tables
 from features.store import FeatureStore
@@ -19,7 +20,8 @@ from retrieval.eval_sets import eval_set_names, score_eval_set, score_eval_sets,
 from retrieval.evaluation import folded_metrics, rank_metrics
 from retrieval.inference import EvaluationConfig
 from retrieval.results import rounded
-from tests.unit.retrieval.test_experiment import Data, _reference, _test_captions, _train, _write_data
+from tasks.retrieval import RetrievalInputs, evaluate_retrieval_model
+from tests.unit.retrieval.test_experiment import ALL, CONFIG, Data, _reference, _test_captions, _train, _write_data
 
 # Hand-made similarity matrices (images x captions, each image's captions consecutive), keyed by the caption ids.
 # Set "a", en: i2t ranks (0, 1): I1's best caption (0.6) has c1 (0.8) above it; t2i ranks (0, 1, 1, 0).
@@ -121,19 +123,21 @@ CPU = Runtime("cpu")
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Data, LoadedModel]:
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Data, LoadedModel, Path]:
+    """The tiny data, the model trained on it and its folder."""
     data = _write_data(tmp_path_factory.mktemp("eval-sets-data"))
     with pytest.MonkeyPatch.context() as monkeypatch:
         run = _train(data, tmp_path_factory.mktemp("eval-sets-san"), monkeypatch)
-    return data, load_retrieval(run.folder / "model", device=torch.device("cpu"), expect_model="san")
+    return data, load_retrieval(run.folder / "model", device=torch.device("cpu"), expect_model="san"), run.folder
 
 
-def _with_eval_sets(data: Data, path: Path) -> Path:
-    """The test split's first four images as the set ``early`` (without German), the last four as ``late``."""
+def _with_eval_sets(data: Data, path: Path, *, keep_test: bool = False) -> Path:
+    """The test split's first four images as the set ``early`` (without German), the last four as ``late``; with
+    ``keep_test`` the first four stay the test split."""
     early = {f"s{n}" for n in range(4)}
     rows = []
     for row in pq.read_table(data.captions).to_pylist():
-        if row["split"] == "test":
+        if row["split"] == "test" and not (keep_test and row["image_id"] in early):
             if row["image_id"] in early and row["lang"] == "de":
                 continue
             row["split"] = "eval:early" if row["image_id"] in early else "eval:late"
@@ -143,8 +147,8 @@ def _with_eval_sets(data: Data, path: Path) -> Path:
     return path
 
 
-def test_every_set_of_the_table_is_scored_in_one_call(trained: tuple[Data, LoadedModel], tmp_path: Path) -> None:
-    data, loaded = trained
+def test_every_set_of_the_table_is_scored_in_one_call(trained: tuple[Data, LoadedModel, Path], tmp_path: Path) -> None:
+    data, loaded, _ = trained
     path = _with_eval_sets(data, tmp_path / "captions.parquet")
     assert eval_set_names(path) == ["early", "late"]
     assert eval_set_names(data.captions) == []  # the default: no sets, nothing scored
@@ -157,3 +161,34 @@ def test_every_set_of_the_table_is_scored_in_one_call(trained: tuple[Data, Loade
     assert metrics["early"]["en"] == _reference(loaded, store, english[:8])
     assert metrics["late"]["en"] == _reference(loaded, store, english[8:])
     assert metrics["late"]["de"] == _reference(loaded, store, _test_captions("de")[4:])
+
+
+def test_the_run_task_writes_the_sets_beside_the_unchanged_test_metrics(
+    trained: tuple[Data, LoadedModel, Path], tmp_path: Path
+) -> None:
+    data, loaded, model_dir = trained
+    store = FeatureStore.open(data.store)
+    written = {}
+    for name, captions in (
+        ("plain", data.captions),
+        ("sets", _with_eval_sets(data, tmp_path / "c.parquet", keep_test=True)),
+    ):
+        inputs = RetrievalInputs(str(captions), str(data.store), str(tmp_path / "vectors"), str(tmp_path / "queries"))
+        metrics_path = tmp_path / f"{name}.json"
+        evaluate_retrieval_model.fn(
+            CONFIG,
+            ALL,
+            inputs,
+            model_dir=str(model_dir),
+            metrics_path=str(metrics_path),
+            languages=("en", "de", "fr"),
+            pivot="en",
+            runtime=CPU,
+        )
+        written[name] = read_metrics(metrics_path)
+    assert "eval_sets" not in written["plain"] and set(written["plain"]) == {"en", "de", "protocol"}
+    sets = written["sets"]
+    assert list(sets["eval_sets"]) == ["late"] and sets["eval_sets"]["late"]["images"] == 4
+    assert sets["eval_sets"]["late"]["en"] == _reference(loaded, store, _test_captions("en")[8:])
+    assert sets["en"] == _reference(loaded, store, _test_captions("en")[:8])  # the test split: s0..s3
+    assert sets["protocol"] == "full" and sets["eval_sets"]["late"]["protocol"] == "full"
