@@ -42,6 +42,7 @@ def _read_multi30k(
         dataset=dataset,
         tasks=config.tasks,
         tokenized=config.tokenized,
+        eval_sets=config.eval_sets,
     )
 
 

@@ -12,7 +12,8 @@ data_dir=<folder>/data)`` and ``datasets.load_from_disk(<folder>/hf)`` give the 
 
 Rows: one per caption, in the canonical table's order within each split. Splits are named as Hugging Face names
 them (:data:`HF_SPLITS`: our ``val`` is ``validation``, the name the Hub and ``load_dataset``'s file-name
-inference use; ``train`` and ``test`` keep their names); a split without captions is left out. Columns: the
+inference use; ``train`` and ``test`` keep their names); a split without captions is left out, and so are
+extra evaluation sets (``eval:<name>``). Columns: the
 caption's ``image_id``, ``text``, ``lang``, ``kind``, its provenance (``caption_id``, ``origin``, ``system``,
 ``hop``, ``parent_id``: human captions have origin ``human``, hop 0, no system and no parent), ``image_path``
 (relative to the corpus's image folder); with images an ``image`` column (``datasets.Image``) holding the file's
@@ -277,6 +278,7 @@ def _origins(captions: pa.Table) -> list[dict[str, Any]]:
     keys = ["split", "lang", "origin", "system", "hop"]
     grouped = captions.group_by(keys, use_threads=False).aggregate([("caption_id", "count")]).to_pylist()
     order = {split: index for index, split in enumerate(SPLITS)}
+    grouped = [row for row in grouped if row["split"] in order]  # extra evaluation sets (eval:<name>) are not exported
     rows = sorted(
         grouped, key=lambda row: (order[row["split"]], row["hop"], row["origin"], row["system"] or "", row["lang"])
     )

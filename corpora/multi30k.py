@@ -23,13 +23,22 @@ Two optional evaluation files, written by the built-in generator (real Multi30K 
 
 They become :attr:`Corpus.image_dependent` and :attr:`Corpus.contrastive`.
 
-Row order: images by split (train, val, test) in corpus order; captions by split, then image, then the
-task1 captions in the requested language order, then the task2 captions by language and n. Selecting one
-split, language and kind therefore keeps each image's captions consecutive (the SCAN convention).
+Extra evaluation sets (``eval_sets``: name -> :class:`Multi30kEvalSet`) are read like a split whose languages may
+be incomplete: a language without files in a set is left out of it (test_2017_flickr has no Czech; test_2018_flickr
+had English only until 2020), and the set's images and captions get the split ``eval:<name>``. Their image files lie
+in the folder the set names, relative to the corpus's image folder (Ambiguous COCO's MS-COCO images apart from the
+Flickr30K ones). An image list line may carry a ``#<suffix>`` after the file name (test_2017_mscoco.txt names
+``COCO_val2014_000000398076.jpg#657409``): the file name is the part before it.
+
+Row order: images by split (train, val, test, then the evaluation sets in settings order) in corpus order;
+captions by split, then image, then the task1 captions in the requested language order, then the task2 captions
+by language and n. Selecting one split, language and kind therefore keeps each image's captions consecutive (the
+SCAN convention).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -40,7 +49,7 @@ from typing import Any, Literal
 import pyarrow as pa
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from common.checks import check_not_empty
+from common.checks import SettingError, check_not_empty
 from common.errors import InputError
 from common.files import parse_json, read_lines
 from corpora.human_captions import HumanCaptions
@@ -51,13 +60,16 @@ from corpora.tables import (
     CONTRASTIVE_SCHEMA,
     IMAGE_DEPENDENT_SCHEMA,
     SPLITS,
+    check_eval_set_names,
     check_split_keys,
     contrastive_table,
+    eval_split,
     image_dependent_table,
 )
 
 Task = Literal["task1", "task2"]
 TASKS: tuple[Task, ...] = ("task1", "task2")
+logger = logging.getLogger(__name__)
 # the tokenizer mmt.metrics.image_dependent_accuracy reads hypotheses with: a recorded word must be one of its tokens
 _TOKENIZE_13A = Tokenizer13a()
 
@@ -82,6 +94,32 @@ MULTI30K_2016: dict[str, Multi30kSplit] = {
 
 
 @dataclass(frozen=True)
+class Multi30kEvalSet:
+    """An extra evaluation set: its file stems and the folder of its images.
+
+    Attributes:
+        task1: The task1 file stem (e.g. ``test_2017_flickr``), or None (a task2-only set).
+        task2: The task2 file stem, or None.
+        images: The folder of its image files, relative to the corpus's image folder ("": that folder itself).
+    """
+
+    task1: str | None
+    task2: str | None = None
+    images: str = ""
+
+    def __post_init__(self) -> None:
+        if self.task1 is None and self.task2 is None:
+            raise SettingError("task1", "an evaluation set needs a task1 or a task2 file stem")
+        folder = Path(self.images)
+        if folder.is_absolute() or ".." in folder.parts or "\\" in self.images:
+            raise SettingError("images", f"got {self.images!r}, allowed: a folder relative to the corpus's images")
+
+    @property
+    def stems(self) -> Multi30kSplit:
+        return Multi30kSplit(task1=self.task1, task2=self.task2)
+
+
+@dataclass(frozen=True)
 class Multi30kConfig:
     """How to read a Multi30K-layout folder (the `prepare.multi30k` section of params.yaml).
 
@@ -89,15 +127,18 @@ class Multi30kConfig:
         tasks: task1 (translation captions) and/or task2 (comparable captions).
         tokenized: Read ``tok/*.lc.norm.tok.*`` instead of ``raw/*.gz``.
         splits: Canonical split -> file stems in task1/ and task2/.
+        eval_sets: Extra evaluation sets, scored beside the test split: name -> file stems and image folder.
     """
 
     tasks: tuple[Task, ...] = TASKS
     tokenized: bool = False
     splits: dict[str, Multi30kSplit] = field(default_factory=lambda: dict(MULTI30K_2016))
+    eval_sets: dict[str, Multi30kEvalSet] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_not_empty("tasks", self.tasks, "task (task1, task2)")
         check_split_keys("splits", self.splits)
+        check_eval_set_names("eval_sets", self.eval_sets)
 
 
 @dataclass(frozen=True)
@@ -136,6 +177,7 @@ def read_multi30k(
     dataset: str = "multi30k",
     tasks: Sequence[str] = TASKS,
     tokenized: bool = False,
+    eval_sets: Mapping[str, Multi30kEvalSet] | None = None,
 ) -> Corpus:
     """Read Multi30K-layout captions into a validated images + captions corpus.
 
@@ -147,10 +189,13 @@ def read_multi30k(
         dataset: The name stored in ``images.dataset``.
         tasks: Which of "task1" (translation captions) and "task2" (comparable captions) to read.
         tokenized: Read the ``tok/`` files instead of ``raw/``.
+        eval_sets: Extra evaluation sets by name (split ``eval:<name>``); each needs caption files of at least
+            one of ``languages``, the others are left out of it.
 
     Raises:
         InputError: a bad argument, a missing or inconsistent file, a line-count mismatch, differing task1
-            and task2 image lists, a duplicate or missing image, or an unreadable image file.
+            and task2 image lists, a duplicate or missing image, an unreadable image file, or an evaluation set
+            without caption files.
     """
     _check_request(languages, splits, tasks)
     layout = _Layout(Path(root), tokenized)
@@ -158,11 +203,14 @@ def read_multi30k(
     split_files = {split: _read_image_lists(layout, split, splits[split], tasks) for split in order}
     for lang in languages:
         _locate_language(layout, {split: splits[split] for split in order}, lang, tasks, split_files)
-    listed = [image for split in order for image in split_files[split].images]
+    extra = {name: _read_eval_set(layout, name, spec, languages, tasks) for name, spec in (eval_sets or {}).items()}
+    listed = [image for files in [*split_files.values(), *extra.values()] for image in files.images]
     images = build_images_table(listed, image_root=image_root, dataset=dataset)
     captions = HumanCaptions()
     for split in order:
         _add_split_captions(captions, split, split_files[split])
+    for name, files in extra.items():
+        _add_split_captions(captions, eval_split(name), files)
     image_dependent = _read_image_dependent(layout, splits, split_files, images)
     contrastive = _read_contrastive(layout, splits, split_files, languages, images)
     return Corpus(images, captions.table(images), image_dependent=image_dependent, contrastive=contrastive)
@@ -200,19 +248,57 @@ def _check_request(languages: Sequence[str], splits: Mapping[str, Multi30kSplit]
         raise InputError(f"multi30k splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
 
 
-def _read_image_lists(layout: _Layout, split: str, stems: Multi30kSplit, tasks: Sequence[str]) -> _SplitFiles:
-    """Read the split's image list(s); when both tasks list the split, the lists must be identical."""
+def _read_image_lists(
+    layout: _Layout, split: str, stems: Multi30kSplit, tasks: Sequence[str], folder: str = ""
+) -> _SplitFiles:
+    """Read the split's image list(s); when both tasks list the split, the lists must be identical. Image paths are
+    ``<folder>/<file name>`` (just the file name when ``folder`` is empty)."""
     paths = [layout.image_list(task, stem) for task in TASKS if task in tasks and (stem := stems.stem(task))]
     if not paths:
         raise InputError(f"multi30k split {split!r}: {stems} names no file stem for tasks {list(tasks)}")
-    names = [[line.strip() for line in read_lines(path)] for path in paths]
+    names = [[_file_name(line) for line in read_lines(path)] for path in paths]
     if len(paths) == 2:
         _check_same_images(paths[0], names[0], paths[1], names[1])
     listed = [
-        ListedImage(image_id=Path(name).stem, path=name, split=split, where=f"{paths[0]}:{line}")
+        ListedImage(
+            image_id=Path(name).stem,
+            path=str(Path(folder) / name) if folder else name,
+            split=split,
+            where=f"{paths[0]}:{line}",
+        )
         for line, name in enumerate(names[0], start=1)
     ]
     return _SplitFiles(list_path=paths[0], images=listed)
+
+
+def _file_name(line: str) -> str:
+    # test_2017_mscoco.txt appends "#<COCO caption id>" to each file name
+    return line.strip().partition("#")[0]
+
+
+def _read_eval_set(
+    layout: _Layout, name: str, spec: Multi30kEvalSet, languages: Sequence[str], tasks: Sequence[str]
+) -> _SplitFiles:
+    """The image list and the caption files of every language the evaluation set has; the others are left out."""
+    files = _read_image_lists(layout, eval_split(name), spec.stems, tasks, spec.images)
+    task1 = layout.caption_prefix("task1", spec.task1) if "task1" in tasks and spec.task1 else None
+    task2 = layout.caption_prefix("task2", spec.task2) if "task2" in tasks and spec.task2 else None
+    for lang in languages:
+        if task1 is not None and (path := _find(task1, lang)) is not None:
+            files.translation[lang] = path
+        if task2 is not None and (numbered := _task2_files(task2, lang)):
+            files.comparable[lang] = numbered
+    present = set(files.translation) | set(files.comparable)
+    if not present:
+        looked = [f"{task1}.<lang>"] if task1 is not None else []
+        looked += [f"{task2}.<n>.<lang>"] if task2 is not None else []
+        raise InputError(
+            f"evaluation set {name!r}: no caption files of {list(languages)}; looked for {looked} (gzipped or plain)"
+        )
+    absent = [lang for lang in languages if lang not in present]
+    if absent:
+        logger.info("evaluation set %s: no captions of %s (left out of it)", name, ", ".join(absent))
+    return files
 
 
 def _check_same_images(path_a: Path, names_a: list[str], path_b: Path, names_b: list[str]) -> None:

@@ -2,6 +2,8 @@
 
 Every adapter, the synthetic generator and every later stage exchange data only through these tables:
 - ``images.parquet``: one row per image (id, split, path relative to the image root, size, dataset).
+  ``split`` is a canonical split (train, val, test) or ``eval:<name>``, an extra evaluation set scored beside
+  ``test`` (:func:`eval_split`); ``test`` stays the primary test set.
 - ``captions.parquet``: one row per caption, human or synthesized, with its provenance.
 - ``parallel/<src>-<tgt>.parquet``: text-only sentence pairs for MT pre-training.
 - ``image_dependent.parquet`` (optional, evaluation only): per translation caption, the words whose form the image
@@ -15,6 +17,7 @@ Row order is kept as written: for COCO the Karpathy test order defines the five 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,30 @@ from corpora.languages import ISO_639_1
 SPLITS = ("train", "val", "test")
 ORIGINS = ("human", "mt", "mmt")
 KINDS = ("comparable", "translation")
+EVAL_SPLIT_PREFIX = "eval:"  # the split value of an extra evaluation set: eval:<name>
+# a name that can be a key of a metrics file (no dot, which DVC's flattened keys use) and part of a heading
+_EVAL_SET_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def eval_split(name: str) -> str:
+    """The split value of the extra evaluation set ``name`` in the images and captions tables: ``eval:<name>``."""
+    return f"{EVAL_SPLIT_PREFIX}{name}"
+
+
+def eval_set_name(split: str) -> str | None:
+    """The evaluation set ``eval:<name>`` names, or None for a canonical split."""
+    return split.removeprefix(EVAL_SPLIT_PREFIX) if split.startswith(EVAL_SPLIT_PREFIX) else None
+
+
+def check_eval_set_names(key: str, names: Mapping[str, object]) -> None:
+    """A setting that maps evaluation set names to something: lowercase identifiers, none a canonical split name."""
+    for name in names:
+        if name in SPLITS or not _EVAL_SET_NAME.fullmatch(name):
+            raise SettingError(
+                f"{key}.{name}",
+                "an evaluation set name is a lowercase identifier ([a-z][a-z0-9_]*, at most 40 characters) other "
+                f"than {', '.join(SPLITS)}",
+            )
 
 
 def check_split_keys(key: str, splits: Mapping[str, object]) -> None:
@@ -175,6 +202,20 @@ def _check_allowed(table: pa.Table, column: str, allowed: Sequence[str] | frozen
         raise InputError(f"{source}: row {row}: {column} = {values[row].as_py()!r} is not one of {shown}")
 
 
+def _check_splits(table: pa.Table, source: str) -> None:
+    """Every split is a canonical one or ``eval:<name>`` with a valid name."""
+    values = table.column("split")
+    canonical = pc.fill_null(pc.is_in(values, value_set=pa.array(SPLITS)), False)
+    named = pc.fill_null(pc.match_substring_regex(values, rf"^{EVAL_SPLIT_PREFIX}{_EVAL_SET_NAME.pattern}$"), False)
+    bad = pc.invert(pc.or_(canonical, named))
+    if pc.any(bad).as_py():
+        row = _first_row(bad)
+        raise InputError(
+            f"{source}: row {row}: split = {values[row].as_py()!r} is not one of {list(SPLITS)} or "
+            f"{EVAL_SPLIT_PREFIX}<name> (an evaluation set)"
+        )
+
+
 def _check_unique(table: pa.Table, column: str, source: str) -> None:
     values = table.column(column)
     if pc.count_distinct(values).as_py() != len(values):
@@ -196,7 +237,7 @@ def _check_nonempty_text(table: pa.Table, column: str, source: str) -> None:
 def validate_images(table: pa.Table, *, source: str) -> None:
     """Check schema, allowed splits, unique ids and non-empty paths; raise InputError naming the row."""
     _check_schema(table, IMAGES_SCHEMA, source)
-    _check_allowed(table, "split", SPLITS, source)
+    _check_splits(table, source)
     _check_unique(table, "image_id", source)
     _check_nonempty_text(table, "image_id", source)
     _check_nonempty_text(table, "path", source)
@@ -209,7 +250,7 @@ def validate_images(table: pa.Table, *, source: str) -> None:
 def validate_captions(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
     """Check schema, vocabularies, provenance rules, unique ids and (with ``images``) image references."""
     _check_schema(table, CAPTIONS_SCHEMA, source)
-    _check_allowed(table, "split", SPLITS, source)
+    _check_splits(table, source)
     _check_allowed(table, "origin", ORIGINS, source)
     _check_allowed(table, "kind", KINDS, source)
     _check_allowed(table, "lang", ISO_639_1, source)
@@ -272,7 +313,7 @@ def validate_image_dependent(table: pa.Table, *, images: pa.Table | None = None,
     """Check schema, vocabularies, one row per (image, language), at least one non-empty word per row and (with
     ``images``) that every image exists in that split."""
     _check_schema(table, IMAGE_DEPENDENT_SCHEMA, source)
-    _check_allowed(table, "split", SPLITS, source)
+    _check_splits(table, source)
     _check_allowed(table, "lang", ISO_639_1, source)
     keys = pc.binary_join_element_wise(table.column("image_id"), table.column("lang"), "|")
     _check_unique(table.append_column("image_id|lang", keys), "image_id|lang", source)

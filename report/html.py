@@ -15,6 +15,8 @@ from report.tables import (
     LEGEND,
     ReportContext,
     chance_line,
+    eval_set_heading,
+    eval_set_tables,
     language_heading,
     language_rows,
     languages_of,
@@ -34,8 +36,9 @@ def results_html(
     context: ReportContext = ReportContext(),
 ) -> str:
     """A self-contained page: the header and legend, the tables (the pivot's first) with their chance levels and an
-    rsum bar chart each, the translate-search tables (Table 5) with theirs, ``extra_sections`` (Markdown lines of
-    ``## `` headings and tables, e.g. :func:`~report.tables.diversity_markdown`) and synthesized-caption samples."""
+    rsum bar chart each, the translate-search tables (Table 5) with theirs, a section per extra evaluation set (a
+    table per language), ``extra_sections`` (Markdown lines of ``## `` headings and tables, e.g.
+    :func:`~report.tables.diversity_markdown`) and synthesized-caption samples."""
     body = [
         "<h1>Retrieval results</h1>",
         *(f"<p>{html.escape(line)}</p>" for line in context.header),
@@ -54,6 +57,12 @@ def results_html(
             _html_table(rows, variant_labels),
             rsum_chart(rows, variant_labels, title=title),
         ]
+    for eval_set in eval_set_tables(results, context.pivot):
+        body += [f"<h2>{html.escape(eval_set_heading(eval_set.name))}</h2>", f"<p>{html.escape(eval_set.summary)}</p>"]
+        for lang, rows in eval_set.languages.items():
+            body += [f"<h3>{html.escape(language_heading(lang))}</h3>", _html_table(rows, variant_labels)]
+            if not lang.endswith("-folds"):
+                body.append(f"<p>{html.escape(chance_line(eval_set.images))}</p>")
     body += _markdown_html(extra_sections)
     if samples:
         body.append("<h2>Synthesized captions</h2>")

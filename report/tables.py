@@ -1,7 +1,9 @@
 """Paper-style results tables from the retrieval metrics files, as Markdown, and the translation and diversity tables.
 
 Rows are model x variant x language role, columns R@1/5/10 of text->image and image->text per language, plus
-rsum (like Tables 1-4 of Huang et al. 2020). Variants are shown by the labels the caller passes (the paper's
+rsum (like Tables 1-4 of Huang et al. 2020). Each extra evaluation set of the runs (``eval_sets.<name>`` of their
+metrics) gets its own section after them, a table per language it was scored in; without such sets the report is as
+it was. Variants are shown by the labels the caller passes (the paper's
 notation, e.g. ``MMT(f+b)``), rows in the order of those labels; a run of a variant without a label shows its name,
 after the labelled ones. :mod:`report.html` shows the same tables on a page.
 """
@@ -116,7 +118,56 @@ def results_markdown(
             lines += [chance_line(context.test_images[lang]), ""]
     for lang, rows in translate_search_rows(results).items():
         lines += [f"## {search_heading(lang)}", "", *run_table(rows, variant_labels), ""]
+    for eval_set in eval_set_tables(results, context.pivot):
+        lines += [f"## {eval_set_heading(eval_set.name)}", "", eval_set.summary, ""]
+        for lang, rows in eval_set.languages.items():
+            lines += [f"### {language_heading(lang)}", "", *run_table(rows, variant_labels), ""]
+            if not lang.endswith("-folds"):
+                lines += [chance_line(eval_set.images), ""]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class EvalSetTable:
+    """One extra evaluation set's tables.
+
+    Attributes:
+        name: The set's name (``prepare.<format>.eval_sets``).
+        images: Its images (the chance level's N).
+        summary: A line on its images, the protocol applied and the test languages it lacks.
+        languages: Language key (``en``, ``en-folds``) -> run name -> metrics (with ``std`` over replicates).
+    """
+
+    name: str
+    images: int
+    summary: str
+    languages: dict[str, dict[str, dict[str, Any]]]
+
+
+def eval_set_tables(results: Mapping[str, Mapping[str, Any]], pivot: str | None = None) -> list[EvalSetTable]:
+    """The extra evaluation sets of the runs' metrics (``eval_sets.<name>``), in order of appearance, each with its
+    languages (the pivot's first) and per language every run scored on it."""
+    per_set: dict[str, dict[str, dict[str, Any]]] = {}
+    for run, metrics in results.items():
+        spreads = metrics.get("std", {}).get("eval_sets", {})
+        for name, scored in metrics.get("eval_sets", {}).items():
+            per_set.setdefault(name, {})[run] = {**scored, **({"std": spreads[name]} if name in spreads else {})}
+    tables = []
+    for name, runs in per_set.items():
+        first = next(iter(runs.values()))
+        images = int(first["images"])
+        absent = sorted({lang for scored in runs.values() for lang in scored.get("absent", [])})
+        summary = f"{images} images, protocol {first['protocol']}" + (
+            f"; no captions of {', '.join(absent)} (not scored)." if absent else "."
+        )
+        languages = {lang: language_rows(runs, lang) for lang in languages_of(runs, pivot)}
+        tables.append(EvalSetTable(name, images, summary, languages))
+    return tables
+
+
+def eval_set_heading(name: str) -> str:
+    """The heading of the evaluation set ``name``'s section."""
+    return f"Evaluation set {name}"
 
 
 def translate_search_rows(results: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:

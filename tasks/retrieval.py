@@ -25,6 +25,7 @@ from common.runtime import Runtime
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, load_retrieval
 from retrieval.config import RetrievalConfig
+from retrieval.eval_sets import score_eval_sets
 from retrieval.experiment import Translate, read_captions, test_model, train_model, translate_search
 from retrieval.results import combine_replicates, flat_metrics, history_rows, rounded
 from retrieval.roles import ResolvedRole
@@ -116,7 +117,7 @@ def evaluate_retrieval_model(
 ) -> dict[str, Any]:
     """Test-split R@K per test language of ``role`` (and translate-search, with the query translations the
     `translate_queries` stage wrote to ``inputs.queries``) of the model in ``model_dir``, written to ``metrics_path``
-    in the SPEC schema."""
+    in the SPEC schema; the captions table's extra evaluation sets under ``eval_sets.<name>``, when it has any."""
     loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
     store = FeatureStore.open(inputs.store)
     rows = read_captions(Path(inputs.captions), split="test", languages=languages, kinds=None, human_only=True)
@@ -130,6 +131,9 @@ def evaluate_retrieval_model(
                 loaded, rows, lang, pivot, store, translate, config.evaluation, source=source, runtime=runtime
             )
         metrics["translate_search"] = searches
+    extra = score_eval_sets(loaded, Path(inputs.captions), store, config.evaluation, role.test, runtime=runtime)
+    if extra:
+        metrics["eval_sets"] = extra
     metrics["protocol"] = config.evaluation.protocol
     write_metrics(metrics_path, metrics)
     return metrics
@@ -151,6 +155,8 @@ def write_retrieval_metrics(
     metrics = combine_replicates(runs, seeds)
     write_metrics(metrics_path, metrics)
     table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
+    for name, scored in metrics.get("eval_sets", {}).items():  # the extra evaluation sets, in the languages they have
+        table += [{"lang": f"{lang} ({name})", **flat_metrics(scored[lang])} for lang in languages if lang in scored]
     note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
     description = f"Test split: R@K per language and direction{note}"
     create_table_artifact(key=key, table=table, description=description)

@@ -244,6 +244,18 @@ def test_empty_splits_are_left_out(tmp_path: Path) -> None:
     assert list(datasets.load_from_disk(str(tmp_path / "none" / "hf"))) == ["train", "test"]
 
 
+def test_extra_evaluation_sets_are_left_out(tmp_path: Path) -> None:
+    import datasets
+
+    images = images_of(tmp_path / "images")
+    as_set = {"d": "eval:test2017"}  # the test image becomes an evaluation set's
+    images = images.set_column(1, "split", pa.array([as_set.get(i, SPLIT_OF[i]) for i in SIZES]))
+    rows = [{**row, "split": as_set.get(row["image_id"], row["split"])} for row in caption_rows()]
+    export_variant(captions_of(images, rows), images, tmp_path / "sets", card=CARD)
+    assert list(datasets.load_from_disk(str(tmp_path / "sets" / "hf"))) == ["train", "validation"]
+    assert "eval:test2017" not in (tmp_path / "sets" / "README.md").read_text()
+
+
 def test_a_missing_image_file_names_it_and_writes_nothing(tmp_path: Path) -> None:
     images = images_of(tmp_path / "images")
     (tmp_path / "images" / "c.png").unlink()

@@ -62,7 +62,10 @@ def test_round_trip_keeps_values_types_and_order(tmp_path: Path) -> None:
     ("changes", "message"),
     [
         ({"image_id": ["a", "b", "a"]}, r"duplicate image_id 'a' at rows \[0, 2\]"),
-        ({"split": ["train", "dev", "test"]}, r"row 1: split = 'dev' is not one of \['test', 'train', 'val'\]"),
+        (
+            {"split": ["train", "dev", "test"]},
+            r"row 1: split = 'dev' is not one of \['train', 'val', 'test'\] or eval:<name>",
+        ),
         ({"path": ["a.jpg", " ", "c.jpg"]}, r"row 1: path is empty"),
         ({"width": [640, 0, None]}, r"row 1: width must be positive"),
     ],
