@@ -128,8 +128,14 @@ def test_save_to_disk_with_other_column_names_and_a_list_of_captions(tmp_path: P
     assert corpus.images.column("split").to_pylist() == ["train", "train", "val", "test"]
     assert corpus.images.column("width").to_pylist() == [12, 10, 7, 9]
     assert corpus.captions.column("caption_id").to_pylist() == [
-        "11#de#c1", "11#de#c2", "12#de#c1", "13#de#c1", "13#de#c2", "13#de#c3", "14#de#c1",
-    ]  # fmt: skip
+        "11#de#c1",
+        "11#de#c2",
+        "12#de#c1",
+        "13#de#c1",
+        "13#de#c2",
+        "13#de#c3",
+        "14#de#c1",
+    ]
     assert corpus.captions.column("text").to_pylist()[3:6] == ["One c.", "Two c.", "Three c."]
     assert set(corpus.captions.column("lang").to_pylist()) == {"de"}
 
