@@ -11,6 +11,7 @@ import pytest
 
 from common.errors import InputError
 from features.importers import import_butd_tsv, import_scan_npy, import_scan_splits
+from features.scan_pairing import pairing_files
 from features.store import FeatureStore
 
 K, D = 3, 6
@@ -246,3 +247,10 @@ def test_tsv_import_refuses_other_layouts_and_bad_values(tmp_path: Path) -> None
     _write_tsv(path, rows)
     with pytest.raises(InputError, match=r"f.tsv:1: NaN or Inf in the features of image\(s\) \['a'\]"):
         import_butd_tsv([path], out_dir=tmp_path / "store")
+
+
+def test_pairing_files_name_what_the_import_of_a_split_reads(tmp_path: Path) -> None:
+    """The features stage's dependencies per split: the array, then the ids file if any, else the captions file."""
+    _write_lines(tmp_path / "train_ids.txt", ["1"])
+    assert pairing_files(tmp_path, "train") == [tmp_path / "train_ims.npy", tmp_path / "train_ids.txt"]
+    assert pairing_files(tmp_path, "dev") == [tmp_path / "dev_ims.npy", tmp_path / "dev_caps.txt"]
