@@ -48,6 +48,7 @@ from corpora.tables import KINDS, SPLITS, check_split_keys
 
 WRITTEN_MARK = ".embedded-images"  # in an image folder this adapter wrote, so a rerun may replace it
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ROW_COLUMN = "__row__"  # added to the rows read: each row's index in its dataset split, for error messages
 BATCH_ROWS = 512  # rows turned into Python values at a time (with embedded images: their bytes)
 PIL_SUFFIX = {"JPEG": ".jpg", "PNG": ".png", "GIF": ".gif", "BMP": ".bmp", "WEBP": ".webp", "TIFF": ".tif"}
 
@@ -172,7 +173,7 @@ def _split_rows(loaded: Mapping[str, pa.Table], config: HfConfig, split: str, wh
         values = _column(rows, column, f"{where}: split {name}").to_pylist()
         keep = [index for index, value in enumerate(values) if value == wanted]
         if keep:
-            found[name] = rows.take(keep).append_column("__row__", pa.array(keep, pa.int64()))
+            found[name] = rows.take(keep).append_column(ROW_COLUMN, pa.array(keep, pa.int64()))
     return found
 
 
@@ -183,7 +184,7 @@ def _column(rows: pa.Table, name: str, where: str) -> pa.ChunkedArray:
 
 
 class _Captions:
-    """Human captions in row order; numbers count each image's captions per language and kind."""
+    """Human captions in row order; comparable ones numbered per image and language, one translation per both."""
 
     def __init__(self) -> None:
         self.rows = HumanCaptions()
@@ -217,15 +218,15 @@ def _read_rows(
     columns = config.columns
     embedded = pa.types.is_struct(_column(rows, columns.image, where).type)
     _column(rows, columns.caption, where)
-    if "__row__" not in rows.column_names:
-        rows = rows.append_column("__row__", pa.array(range(rows.num_rows), pa.int64()))
+    if ROW_COLUMN not in rows.column_names:
+        rows = rows.append_column(ROW_COLUMN, pa.array(range(rows.num_rows), pa.int64()))
     for start in range(0, rows.num_rows, BATCH_ROWS):
         batch = rows.slice(start, BATCH_ROWS)
         ids = _optional(batch, columns.image_id, where)
         langs = _optional(batch, columns.language, where)
         kinds = _optional(batch, columns.kind, where)
         values = zip(
-            batch.column("__row__").to_pylist(),
+            batch.column(ROW_COLUMN).to_pylist(),
             batch.column(columns.image).to_pylist(),
             batch.column(columns.caption).to_pylist(),
             strict=True,

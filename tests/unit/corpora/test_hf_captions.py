@@ -17,7 +17,7 @@ from corpora.config import PrepareConfig
 from corpora.dataset_card import CardInfo
 from corpora.hf_captions import WRITTEN_MARK, HfColumns, HfConfig
 from corpora.hf_dataset import export_variant
-from corpora.human_captions import comparable_corpus
+from corpora.human_captions import HumanCaptions, comparable_corpus
 from corpora.image_files import ListedImage
 from corpora.languages import Languages
 from corpora.prepared import Corpus
@@ -70,6 +70,25 @@ def test_our_export_reads_back_to_the_prepared_tables(tmp_path: Path) -> None:
     text_only = _read(HfConfig(), tmp_path / "export", None)
     assert text_only.images.column("width").null_count == 4
     assert text_only.captions.equals(prepared.captions)
+
+
+def test_translation_captions_in_two_languages_read_back(tmp_path: Path) -> None:
+    """A Multi30K-like corpus: per image an en/de translation pair and comparable captions in both languages."""
+    images = _image_folder(tmp_path / "images")
+    plain = _prepared(images)
+    rows = HumanCaptions()
+    for image_id, split in SPLIT_OF.items():
+        rows.add_translation(image_id, split, "en", f"A dog {image_id}.")
+        rows.add_translation(image_id, split, "de", f"Ein Hund {image_id}.")
+        for number in (1, 2):
+            rows.add_comparable(image_id, split, "de", number, f"Ein Ding {image_id} {number}.")
+            rows.add_comparable(image_id, split, "en", number, f"A thing {image_id} {number}.")
+    captions = rows.table(plain.images)
+    export_variant(captions, plain.images, tmp_path / "export", card=CARD)
+    corpus = _read(HfConfig(), tmp_path / "export", images)
+    assert corpus.images.equals(plain.images)
+    assert corpus.captions.equals(captions)
+    assert corpus.captions.column("caption_id").to_pylist()[:3] == ["a#en#t", "a#de#t", "a#de#c1"]
 
 
 def test_embedded_images_are_written_once_into_the_image_folder(tmp_path: Path) -> None:
