@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corpora.hf_captions import HfConfig, read_hf
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.multi30k import Multi30kConfig, discover_languages, read_multi30k
@@ -71,10 +72,15 @@ def _read_scan(
     )
 
 
+def _read_hf(config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str) -> Corpus:
+    return read_hf(str(source), config, image_root=images, dataset=dataset)
+
+
 ADAPTERS: dict[str, Adapter] = {
     "multi30k": Adapter(Multi30kConfig, _read_multi30k),  # task1 + task2 layout (and the built-in data)
     "karpathy": Adapter(KarpathyConfig, _read_karpathy),  # dataset_{flickr30k,coco}.json
     "scan": Adapter(ScanCaptionsConfig, _read_scan),  # SCAN precomp <stem>_caps.txt
+    "hf": Adapter(HfConfig, _read_hf),  # a Hugging Face dataset: save_to_disk, Parquet files, or the datasets cache
 }
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from common.checks import check
 from corpora.adapters import ADAPTERS
+from corpora.hf_captions import HfConfig
 from corpora.karpathy import KarpathyConfig
 from corpora.multi30k import Multi30kConfig
 from corpora.scan_captions import ScanCaptionsConfig
@@ -25,6 +26,7 @@ class PrepareConfig:
         multi30k: Settings of the multi30k adapter.
         karpathy: Settings of the karpathy adapter.
         scan: Settings of the scan adapter.
+        hf: Settings of the hf adapter (Hugging Face datasets).
         parallel: The text-only parallel corpus (MT pre-training).
     """
 
@@ -32,6 +34,7 @@ class PrepareConfig:
     multi30k: Multi30kConfig = field(default_factory=Multi30kConfig)
     karpathy: KarpathyConfig = field(default_factory=KarpathyConfig)
     scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)
+    hf: HfConfig = field(default_factory=HfConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def adapter_config(self, format: str) -> object:

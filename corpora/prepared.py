@@ -106,6 +106,22 @@ def read_shared_images(prepared_dirs: Sequence[str | os.PathLike[str]]) -> pa.Ta
     return pa.concat_tables(parts)
 
 
+def read_shared_captions(prepared_dirs: Sequence[str | os.PathLike[str]], images: pa.Table) -> pa.Table:
+    """The captions of the images :func:`read_shared_images` gave, each image's from the corpus that listed it
+    first (so that a check against a release's captions file sees one corpus's captions per image)."""
+    claimed: set[str] = set()
+    parts: list[pa.Table] = []
+    for folder in prepared_dirs:
+        own = tables.read_images(Path(folder) / "images.parquet")
+        captions = tables.read_captions(Path(folder) / "captions.parquet", images=own)
+        fresh = [image_id for image_id in own.column("image_id").to_pylist() if image_id not in claimed]
+        claimed.update(fresh)
+        parts.append(captions.filter(pc.is_in(captions.column("image_id"), pa.array(fresh, pa.string()))))
+    shared = pa.concat_tables(parts)
+    tables.validate_captions(shared, images=images, source=", ".join(str(folder) for folder in prepared_dirs))
+    return shared
+
+
 def parallel_table_name(src: str, tgt: str) -> str:
     """The file of one language pair in the prepared parallel folder (one `prepare_parallel@<target>` each)."""
     return f"{src}-{tgt}.parquet"

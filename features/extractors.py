@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from common.errors import InputError
 from common.files import file_sha256, file_stamp
@@ -85,7 +86,8 @@ class NetworkExtractor:
 
 @dataclass(frozen=True)
 class FeatureImporter:
-    run: Callable[[FeaturesConfig, pa.Table, Path, Path], None]  # (config, images table, inputs folder, store folder)
+    # (config, images table, captions table, inputs folder, store folder)
+    run: Callable[[FeaturesConfig, pa.Table, pa.Table, Path, Path], None]
 
 
 def _compact_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
@@ -110,7 +112,7 @@ def _butd_build(spec: ExtractorSpec) -> RegionExtractor:
     return BUTDExtractor(model, spec.selection, device, autocast=spec.runtime.autocast())
 
 
-def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
+def _import_scan(config: FeaturesConfig, images: pa.Table, captions: pa.Table, inputs: Path, out: Path) -> None:
     splits = config.imported.scan_splits
     pairs = list(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
     unlisted = sorted({split for _, split in pairs} - set(splits))
@@ -120,10 +122,25 @@ def _import_scan(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Pa
             f"images; add `{unlisted[0]}: <stem>` for {inputs}/<stem>_ims.npy"
         )
     ids_by_split = {split: [image_id for image_id, of in pairs if of == split] for split in splits}
-    import_scan_splits(inputs, splits, ids_by_split, out)
+    own = _human_captions(captions, config.imported.caption_lang)
+    captions_by_split = {split: [own.get(image_id, []) for image_id in ids] for split, ids in ids_by_split.items()}
+    import_scan_splits(inputs, splits, ids_by_split, out, captions_by_split=captions_by_split)
 
 
-def _import_tsv(config: FeaturesConfig, images: pa.Table, inputs: Path, out: Path) -> None:
+def _human_captions(captions: pa.Table, lang: str) -> dict[str, list[str]]:
+    """image_id -> its human comparable captions in ``lang``, in table order (the order the adapters wrote)."""
+    wanted = pc.and_(
+        pc.and_(pc.equal(captions.column("origin"), "human"), pc.equal(captions.column("kind"), "comparable")),
+        pc.equal(captions.column("lang"), lang),
+    )
+    rows = captions.filter(wanted)
+    own: dict[str, list[str]] = {}
+    for image_id, text in zip(rows.column("image_id").to_pylist(), rows.column("text").to_pylist(), strict=True):
+        own.setdefault(image_id, []).append(text)
+    return own
+
+
+def _import_tsv(config: FeaturesConfig, images: pa.Table, captions: pa.Table, inputs: Path, out: Path) -> None:
     paths = [inputs / name for name in config.imported.tsv_files]
     import_butd_tsv(
         paths, out_dir=out, max_regions=config.regions.imported_count(), image_ids=images.column("image_id").to_pylist()

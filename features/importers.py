@@ -2,8 +2,10 @@
 
 Two formats:
     SCAN precomp ``{stem}_ims.npy``: (N, 36, 2048) float32 (or float16) in the order of the split's images;
-        no boxes and no image sizes. SCAN's Flickr30K train array repeats every image once per caption
-        (5 N rows, the reference loaders' ``im_div``); then every 5th row is kept.
+        no boxes and no image sizes. The array holds no ids: :func:`import_scan_splits` first checks the release's
+        ``{stem}_ids.txt`` (or ``{stem}_caps.txt``) against the prepared images (:mod:`features.scan_pairing`).
+        An array may repeat every image once per caption (5 N rows, the reference loaders' ``im_div``); then every
+        5th row is kept.
     Bottom-up-attention TSV (the Caffe ``generate_tsv.py`` output): no header, six tab-separated fields
         image_id, image_w, image_h, num_boxes, boxes, features, the last two base64 float32 arrays
         (num_boxes, 4) and (num_boxes, D). COCO image ids are integers and are kept in their string form.
@@ -25,10 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
+from common.checks import check
 from common.errors import InputError
+from corpora.languages import ISO_639_1
 from corpora.tables import check_split_keys
 from features.npy import NpyLayout, read_layout, read_rows
 from features.regions import ImageRegions
+from features.scan_pairing import check_pairing
 from features.store import FeatureStoreWriter
 
 log = logging.getLogger(__name__)
@@ -45,13 +50,17 @@ class ImportConfig:
     Attributes:
         tsv_files: butd-tsv: files in the feature inputs folder, in order.
         scan_splits: scan-npy: canonical split -> stem of ``<stem>_ims.npy`` in the feature inputs folder.
+        caption_lang: scan-npy: the language of ``<stem>_caps.txt``, whose prepared captions it is checked against
+            when the split has no ``<stem>_ids.txt``.
     """
 
     tsv_files: tuple[str, ...] = ()
     scan_splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "val": "dev", "test": "test"})
+    caption_lang: str = "en"
 
     def __post_init__(self) -> None:
         check_split_keys("scan_splits", self.scan_splits)
+        check(self.caption_lang in ISO_639_1, "caption_lang", self.caption_lang, "an ISO 639-1 code such as en")
 
 
 @dataclass(frozen=True)
@@ -96,22 +105,28 @@ def import_scan_splits(
     image_ids_by_split: Mapping[str, Sequence[str]],
     out_dir: PathLike,
     *,
+    captions_by_split: Mapping[str, Sequence[Sequence[str]]],
     extractor: str = "scan-precomp",
     chunk_rows: int = 256,
 ) -> None:
-    """Import ``{stem}_ims.npy`` of several splits into one store, splits in the order of ``splits``.
+    """Import ``{stem}_ims.npy`` of several splits into one store, splits in the order of ``splits``, after checking
+    that each array's rows follow the split's images (:mod:`features.scan_pairing`: ``<stem>_ids.txt``, or without
+    one ``<stem>_caps.txt``).
 
     Args:
         root: The precomp folder.
         splits: Canonical split -> SCAN file stem, e.g. ``{"train": "train", "val": "dev", "test": "test"}``.
         image_ids_by_split: Canonical split -> image ids in the row order of that split's array.
         out_dir: The store folder.
+        captions_by_split: Canonical split -> per image of ``image_ids_by_split``, its prepared human captions in
+            the language of ``<stem>_caps.txt`` (compared when the split has no ids file).
         extractor: The name recorded in meta.json.
         chunk_rows: Images copied per block.
 
     Raises:
-        InputError: as :func:`import_scan_npy`, plus splits without ids (or ids without a split) and
-            arrays whose K or D differ between splits.
+        InputError: as :func:`import_scan_npy`, plus splits without ids (or ids without a split), arrays whose
+            K or D differ between splits, and an ids or captions file that does not follow the images (names the
+            file and its first differing line), or neither file.
     """
     if set(splits) != set(image_ids_by_split):
         raise InputError(f"splits {sorted(splits)} and the splits with image ids {sorted(image_ids_by_split)} differ")
@@ -122,6 +137,8 @@ def import_scan_splits(
                 f"{source.path}: regions of shape {source.layout.shape[1:]}, but {sources[0].path} has "
                 f"{sources[0].layout.shape[1:]}"
             )
+    for split, stem in splits.items():
+        check_pairing(Path(root), stem, image_ids_by_split[split], captions_by_split.get(split, ()))
     image_ids = [image_id for split in splits for image_id in image_ids_by_split[split]]
     with _scan_writer(sources, image_ids, out_dir, extractor) as writer:
         start = 0

@@ -60,9 +60,9 @@ class CorpusParams:
     """One image-caption corpus of the experiment (an entry of `corpora`), prepared once into
     ``<paths.prepared>/<name>/`` and featurized into ``<paths.features>/<name>/<extractor>/``."""
 
-    format: str  # the adapter that reads it: multi30k | karpathy | scan (its settings: prepare.<format>)
+    format: str  # the adapter that reads it: multi30k | karpathy | scan | hf (its settings: prepare.<format>)
     dataset: str  # name written to images.parquet's `dataset` column
-    source: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
+    source: str  # a Multi30K-layout folder, a Karpathy JSON file, a SCAN folder or a Hugging Face dataset
     images: str  # the image folder; images.parquet paths are relative to it
     boxes: str  # given boxes per image (+ object/attribute labels), read when features.regions.mode is given
     # the FeatureStore's name, <paths.features>/<image_set>/<extractor>/: corpora over one image folder share one

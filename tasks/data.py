@@ -44,7 +44,7 @@ def generate_synthetic_dataset(
 class CorpusSource:
     """Where one corpus's images and human captions are read from, and by which adapter."""
 
-    format: str  # the adapter that reads it (multi30k | karpathy | scan: corpora.adapters)
+    format: str  # the adapter that reads it (multi30k | karpathy | scan | hf: corpora.adapters)
     path: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
     image_root: str | None  # the image folder the image sizes are read from; None: sizes are not read
     dataset: str  # the name written to the images table's `dataset` column

@@ -15,7 +15,7 @@ from prefect.utilities.annotations import unmapped
 from tqdm import tqdm
 
 from common.errors import InputError
-from corpora.prepared import read_shared_images
+from corpora.prepared import read_shared_captions, read_shared_images
 from features.config import FeaturesConfig
 from features.extraction import ImageJob, Shard, ShardLedger, ShardReport, assemble, extract_into_ledger
 from features.extractors import (
@@ -136,10 +136,12 @@ def probe_features(store_path: str, prepared: list[str], boxes_path: str) -> dic
 
 @task(cache_policy=NO_CACHE, persist_result=False)
 def import_features(config: FeaturesConfig, prepared: list[str], inputs: str, out: str) -> dict[str, object]:
-    """Import SCAN ``<stem>_ims.npy`` arrays or bottom-up TSV files for the prepared images (no extraction)."""
+    """Import SCAN ``<stem>_ims.npy`` arrays (checked against the prepared images or captions) or bottom-up TSV files
+    for the prepared images (no extraction)."""
     entry = EXTRACTORS[config.extractor]
     assert isinstance(entry, FeatureImporter)
-    entry.run(config, read_shared_images(prepared), Path(inputs), Path(out))
+    images = read_shared_images(prepared)
+    entry.run(config, images, read_shared_captions(prepared, images), Path(inputs), Path(out))
     store = FeatureStore.open(out)  # opening checks every value is finite
     get_run_logger().info("Imported %d images into %s", len(store), out)
     return {"images": len(store), "bad_images": 0, "regions": int(store.num_regions.sum())}

@@ -13,6 +13,7 @@ from common.config import build
 from corpora import tables
 from corpora.adapters import ADAPTERS, read_corpus
 from corpora.config import PrepareConfig
+from corpora.hf_captions import HfConfig
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
 from corpora.multi30k import Multi30kConfig, Multi30kSplit
@@ -31,6 +32,7 @@ def test_registry_rows_name_the_config_type_of_their_adapter() -> None:
         "multi30k": Multi30kConfig,
         "karpathy": KarpathyConfig,
         "scan": ScanCaptionsConfig,
+        "hf": HfConfig,
     }
 
 
@@ -51,7 +53,7 @@ def test_adapter_config_is_the_field_named_like_the_format() -> None:
     assert config.adapter_config("karpathy") is karpathy
     assert config.adapter_config("scan") is scan
     assert isinstance(PrepareConfig().adapter_config("multi30k"), Multi30kConfig)
-    with pytest.raises(ValueError, match=r"^unknown dataset format 'coco'; known: multi30k, karpathy, scan$"):
+    with pytest.raises(ValueError, match=r"^unknown dataset format 'coco'; known: multi30k, karpathy, scan, hf$"):
         config.adapter_config("coco")
 
 

@@ -438,6 +438,27 @@ def test_image_jobs_follow_the_table_with_given_boxes(
 # --- importers through the registry ------------------------------------------------------------------------
 
 
+def _captions(images: pa.Table, texts: dict[str, list[str]], lang: str = "en") -> pa.Table:
+    """Human comparable captions: ``texts[image_id]`` in order."""
+    split_of = dict(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
+    rows = [(image_id, text) for image_id, own in texts.items() for text in own]
+    return tables.captions_table(
+        {
+            "caption_id": [f"{lang}-{image_id}#{index}" for index, (image_id, _) in enumerate(rows)],
+            "image_id": [image_id for image_id, _ in rows],
+            "split": [split_of[image_id] for image_id, _ in rows],
+            "lang": [lang] * len(rows),
+            "text": [text for _, text in rows],
+            "origin": ["human"] * len(rows),
+            "system": [None] * len(rows),
+            "hop": [0] * len(rows),
+            "parent_id": [None] * len(rows),
+            "kind": ["comparable"] * len(rows),
+        },
+        images,
+    )
+
+
 def _images(ids: list[str], splits: list[str]) -> pa.Table:
     return tables.images_table(
         {
@@ -461,10 +482,12 @@ def test_scan_import_orders_images_by_configured_split(tmp_path: Path) -> None:
     }
     for stem, array in arrays.items():
         np.save(tmp_path / f"{stem}_ims.npy", array)
+    for stem, ids in (("train", ["t0", "t1", "t2"]), ("dev", ["v0"]), ("testall", ["s0"])):
+        (tmp_path / f"{stem}_ids.txt").write_text("".join(f"{image_id}\n" for image_id in ids))
     config = FeaturesConfig(
         extractor="scan-npy", imported=ImportConfig(scan_splits={"test": "testall", "train": "train", "val": "dev"})
     )
-    EXTRACTORS["scan-npy"].run(config, images, tmp_path, tmp_path / "store")  # type: ignore[union-attr]
+    EXTRACTORS["scan-npy"].run(config, images, _captions(images, {}), tmp_path, tmp_path / "store")  # type: ignore[union-attr]
     store = FeatureStore.open(tmp_path / "store")
     assert store.image_ids == ["s0", "t0", "t1", "t2", "v0"]
     features, mask, _ = store.batch(np.arange(5))
@@ -483,8 +506,29 @@ def test_scan_import_refuses_images_of_a_split_without_a_file(tmp_path: Path) ->
         match=r"^imported\.scan_splits: no file stem for the train split of the prepared "
         r"images; add `train: <stem>` for .*/<stem>_ims\.npy$",
     ):
-        EXTRACTORS["scan-npy"].run(config, images, tmp_path, tmp_path / "store")  # type: ignore[union-attr]
+        EXTRACTORS["scan-npy"].run(config, images, _captions(images, {}), tmp_path, tmp_path / "store")  # type: ignore[union-attr]
     assert not (tmp_path / "store").exists()
+
+
+def test_scan_import_checks_caption_files_against_the_prepared_captions_in_caption_lang(tmp_path: Path) -> None:
+    """Without ids files, <stem>_caps.txt must hold each image's human captions in caption_lang, word for word."""
+    images = _images(["a", "b"], ["test", "test"])
+    english = _captions(images, {"a": ["A dog runs.", "A brown dog."], "b": ["Two cats.", "Cats sleep."]})
+    german = _captions(images, {"a": ["Ein Hund.", "Ein Hund rennt."], "b": ["Zwei Katzen.", "Katzen."]}, "de")
+    captions = pa.concat_tables([german, english])
+    np.save(tmp_path / "test_ims.npy", np.ones((2, 2, 4), np.float32))
+    (tmp_path / "test_caps.txt").write_text("a dog runs .\na brown dog\ntwo cats .\ncats sleep .\n")
+    config = FeaturesConfig(extractor="scan-npy", imported=ImportConfig(scan_splits={"test": "test"}))
+    EXTRACTORS["scan-npy"].run(config, images, captions, tmp_path, tmp_path / "store")  # type: ignore[union-attr]
+    assert FeatureStore.open(tmp_path / "store").image_ids == ["a", "b"]
+    swapped = images.set_column(0, "image_id", pa.array(["b", "a"])).set_column(2, "path", pa.array(["b", "a"]))
+    with pytest.raises(
+        InputError,
+        match=r"^.*test_caps\.txt: line 1: expected 'Two cats\.' \(caption 1 of prepared image 'b'\), "
+        r"found 'a dog runs \.'$",
+    ):
+        EXTRACTORS["scan-npy"].run(config, swapped, captions, tmp_path, tmp_path / "other")  # type: ignore[union-attr]
+    assert not (tmp_path / "other").exists()
 
 
 def test_tsv_import_takes_k_from_imported_count(tmp_path: Path) -> None:
@@ -497,7 +541,8 @@ def test_tsv_import_takes_k_from_imported_count(tmp_path: Path) -> None:
         regions=RegionConfig(mode="given", count=5, max_count=2),
         imported=ImportConfig(tsv_files=("part0.tsv", "part1.tsv")),
     )
-    EXTRACTORS["butd-tsv"].run(config, _images(["c", "a"], ["train", "test"]), tmp_path, tmp_path / "store")  # type: ignore[union-attr]
+    images = _images(["c", "a"], ["train", "test"])
+    EXTRACTORS["butd-tsv"].run(config, images, _captions(images, {}), tmp_path, tmp_path / "store")  # type: ignore[union-attr]
     store = FeatureStore.open(tmp_path / "store")
     assert (store.image_ids, store.max_regions, store.num_regions.tolist()) == (["c", "a"], 5, [1, 2])
     features, _, boxes = store.batch([1])

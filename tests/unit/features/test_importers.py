@@ -11,6 +11,7 @@ import pytest
 
 from common.errors import InputError
 from features.importers import import_butd_tsv, import_scan_npy, import_scan_splits
+from features.scan_pairing import pairing_files
 from features.store import FeatureStore
 
 K, D = 3, 6
@@ -80,13 +81,79 @@ def test_scan_splits_go_into_one_store(tmp_path: Path) -> None:
     np.save(tmp_path / "train_ims.npy", np.repeat(train, 5, axis=0))
     np.save(tmp_path / "dev_ims.npy", dev.astype(np.float16))
     ids = {"val": ["v0", "v1"], "train": ["t0", "t1", "t2"]}
-    import_scan_splits(tmp_path, {"train": "train", "val": "dev"}, ids, tmp_path / "store")
+    _write_lines(tmp_path / "train_ids.txt", ids["train"])
+    _write_lines(tmp_path / "dev_ids.txt", ids["val"])
+    import_scan_splits(tmp_path, {"train": "train", "val": "dev"}, ids, tmp_path / "store", captions_by_split={})
     store, features, _, _ = _read_all(tmp_path / "store")
     assert store.image_ids == ["t0", "t1", "t2", "v0", "v1"]
     np.testing.assert_array_equal(features, np.concatenate([train, dev]).astype(np.float16))
     np.save(tmp_path / "dev_ims.npy", np.zeros((2, K, D + 1), np.float32))
     with pytest.raises(InputError, match=r"dev_ims.npy: regions of shape \(3, 7\), but .*train_ims.npy has \(3, 6\)"):
-        import_scan_splits(tmp_path, {"train": "train", "val": "dev"}, ids, tmp_path / "other")
+        import_scan_splits(tmp_path, {"train": "train", "val": "dev"}, ids, tmp_path / "other", captions_by_split={})
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
+def _import_test_split(root: Path, ids: list[str], captions: list[list[str]] | None = None) -> None:
+    import_scan_splits(
+        root, {"test": "test"}, {"test": ids}, root / "store", captions_by_split={"test": captions or []}
+    )
+
+
+def test_scan_import_checks_an_ids_file_per_image_or_per_caption(tmp_path: Path) -> None:
+    """COCO precomp ids (numeric COCO ids, the karpathy adapter's image ids) must follow the prepared order."""
+    np.save(tmp_path / "test_ims.npy", _scan_array(3))
+    _write_lines(tmp_path / "test_ids.txt", ["391895", "522418", "184613"])
+    _import_test_split(tmp_path, ["391895", "522418", "184613"])
+    assert FeatureStore.open(tmp_path / "store").image_ids == ["391895", "522418", "184613"]
+    with pytest.raises(
+        InputError,
+        match=r"^.*test_ids\.txt: line 2: expected image id '184613' \(prepared image 1 of the split\), "
+        r"found '522418'$",
+    ):
+        import_scan_splits(
+            tmp_path,
+            {"test": "test"},
+            {"test": ["391895", "184613", "522418"]},
+            tmp_path / "other",
+            captions_by_split={},
+        )
+    _write_lines(tmp_path / "test_ids.txt", ["7"] * 5 + ["8"] * 5 + ["8", "9", "9", "9", "9"])  # one per caption
+    with pytest.raises(InputError, match=r"test_ids\.txt: line 11: expected image id '9' .*found '8'$"):
+        _import_test_split(tmp_path, ["7", "8", "9"])
+    _write_lines(tmp_path / "test_ids.txt", ["7", "8"])
+    with pytest.raises(InputError, match=r"test_ids\.txt: 2 ids lines for 3 prepared images; expected a whole"):
+        _import_test_split(tmp_path, ["7", "8", "9"])
+    assert not (tmp_path / "other").exists()
+
+
+def test_scan_import_without_ids_checks_the_captions_word_for_word(tmp_path: Path) -> None:
+    """Flickr30K precomp: <stem>_caps.txt (SCAN's tokenised text) against the prepared captions, in order."""
+    np.save(tmp_path / "test_ims.npy", np.repeat(_scan_array(2), 5, axis=0))  # rows_per_image 5
+    captions = [["A dog runs.", "The dog is brown."], ["Two cats, asleep.", "Cats on a sofa."]]
+    lines = ["a dog runs .", "the dog is brown .", "two cats , asleep .", "cats on a sofa ."]
+    _write_lines(tmp_path / "test_caps.txt", lines)
+    _import_test_split(tmp_path, ["x", "y"], captions)
+    assert FeatureStore.open(tmp_path / "store").image_ids == ["x", "y"]
+    _write_lines(tmp_path / "test_caps.txt", ["a dog runs .", "the dog is brown .", "cats on a sofa .", "two cats ."])
+    with pytest.raises(
+        InputError,
+        match=r"^.*test_caps\.txt: line 3: expected 'Two cats, asleep\.' \(caption 1 of prepared image 'y'\), "
+        r"found 'cats on a sofa \.'$",
+    ):
+        _import_test_split(tmp_path, ["x", "y"], captions)
+    _write_lines(tmp_path / "test_caps.txt", ["a dog runs", "the dog is brown", "x", "two cats asleep", "cats", "y"])
+    with pytest.raises(InputError, match=r"test_caps\.txt: line 3: expected no caption 3 \(the image has 2\)"):
+        _import_test_split(tmp_path, ["x", "y"], captions)
+
+
+def test_scan_import_refuses_an_array_with_neither_ids_nor_captions(tmp_path: Path) -> None:
+    np.save(tmp_path / "test_ims.npy", _scan_array(2))
+    with pytest.raises(InputError, match=r"neither test_ids\.txt nor test_caps\.txt next to test_ims\.npy"):
+        _import_test_split(tmp_path, ["x", "y"])
+    assert not (tmp_path / "store").exists()
 
 
 def _b64(array: np.ndarray) -> str:
@@ -180,3 +247,10 @@ def test_tsv_import_refuses_other_layouts_and_bad_values(tmp_path: Path) -> None
     _write_tsv(path, rows)
     with pytest.raises(InputError, match=r"f.tsv:1: NaN or Inf in the features of image\(s\) \['a'\]"):
         import_butd_tsv([path], out_dir=tmp_path / "store")
+
+
+def test_pairing_files_name_what_the_import_of_a_split_reads(tmp_path: Path) -> None:
+    """The features stage's dependencies per split: the array, then the ids file if any, else the captions file."""
+    _write_lines(tmp_path / "train_ids.txt", ["1"])
+    assert pairing_files(tmp_path, "train") == [tmp_path / "train_ims.npy", tmp_path / "train_ids.txt"]
+    assert pairing_files(tmp_path, "dev") == [tmp_path / "dev_ims.npy", tmp_path / "dev_caps.txt"]

@@ -1,0 +1,112 @@
+"""The splits of a Hugging Face dataset held on this machine, as Arrow tables: nothing is downloaded.
+
+Three places are read (:func:`load_splits`):
+
+- a ``save_to_disk`` folder (``dataset_dict.json`` with one folder per split, or one split's ``state.json``), read
+  with ``datasets.load_from_disk``;
+- a folder of Parquet files, ``data/<split>-*.parquet`` (the Hub's layout, and our export's: see
+  :mod:`corpora.hf_dataset`) or ``<split>-*.parquet`` / ``<split>.parquet`` at the top; the split is the file name up
+  to the first ``-`` or ``.``, and a split's shards are concatenated in file-name order. The README card is not
+  needed;
+- a dataset id (``owner/name``) in a folder of the ``datasets`` cache (what ``load_dataset`` left there on a machine
+  that had the network), read with the cache's own builder, which never goes online. An id that is not in the
+  cache is an error naming it.
+
+``datasets`` is imported inside the functions that use it, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from common.errors import InputError
+
+PARQUET_NAME = re.compile(r"^(?P<split>[A-Za-z0-9_]+?)(?:[-.].*)?\.parquet$")
+
+
+def load_splits(source: str, *, cache_dir: Path | None = None) -> dict[str, pa.Table]:
+    """Hugging Face split name -> its rows, from the folder ``source`` or, with ``cache_dir``, the dataset id
+    ``source`` in that cache folder.
+
+    Raises:
+        InputError: a missing folder, a folder in none of the layouts, an unreadable file, or an id not in the cache.
+    """
+    if cache_dir is not None:
+        return _from_cache(source, cache_dir)
+    root = Path(source)
+    if not root.is_dir():
+        raise InputError(f"{root}: dataset folder not found")
+    if (root / "dataset_dict.json").is_file() or (root / "state.json").is_file():
+        return _from_disk(root)
+    for folder in (root / "data", root):
+        files = sorted(folder.glob("*.parquet"))
+        if files:
+            return _from_parquet(files)
+    raise InputError(
+        f"{root}: not a Hugging Face dataset folder (no dataset_dict.json or state.json of save_to_disk, "
+        f"no data/*.parquet or *.parquet files)"
+    )
+
+
+def _from_disk(root: Path) -> dict[str, pa.Table]:
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(root))
+    except (FileNotFoundError, ValueError, OSError) as error:
+        raise InputError(f"{root}: not a readable save_to_disk folder ({error})") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        return {str(name): _rows(dataset) for name, dataset in loaded.items()}
+    return {str(loaded.split or "train"): _rows(loaded)}
+
+
+def _from_parquet(files: list[Path]) -> dict[str, pa.Table]:
+    by_split: dict[str, list[Path]] = defaultdict(list)
+    for path in files:
+        match = PARQUET_NAME.match(path.name)
+        if match is None:
+            raise InputError(f"{path}: cannot tell the split from the file name (expected <split>-*.parquet)")
+        by_split[match["split"]].append(path)
+    return {split: pa.concat_tables([_read_parquet(path) for path in paths]) for split, paths in by_split.items()}
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise InputError(f"{path}: not a readable Parquet file ({error})") from None
+
+
+def _from_cache(dataset_id: str, cache_dir: Path) -> dict[str, pa.Table]:
+    from datasets.packaged_modules.cache.cache import Cache
+
+    if not cache_dir.is_dir():
+        raise InputError(f"{cache_dir}: Hugging Face datasets cache folder not found")
+    try:
+        builder = Cache(
+            cache_dir=str(cache_dir),
+            repo_id=dataset_id,
+            dataset_name=dataset_id.split("/")[-1],
+            version="auto",
+            hash="auto",
+        )
+        loaded = builder.as_dataset()
+    except (ValueError, FileNotFoundError) as error:
+        first = str(error).splitlines()[0]
+        raise InputError(
+            f"dataset {dataset_id!r} is not in the Hugging Face datasets cache {cache_dir} ({first}); "
+            f"nothing is downloaded: load it once where the network is reachable and copy the cache"
+        ) from None
+    return {str(name): _rows(dataset) for name, dataset in loaded.items()}
+
+
+def _rows(dataset: Any) -> pa.Table:
+    """A Dataset's rows in its order (an index mapping left by select/shuffle applied)."""
+    table: pa.Table = dataset.with_format("arrow")[:]
+    return table
