@@ -29,6 +29,7 @@ import yaml
 
 from common.files import write_text
 from corpora.prepared import caption_variant_file, parallel_table_name
+from features.scan_pairing import pairing_files
 from mmtr.errors import ParamsError
 from mmtr.params import Params, load_params
 from retrieval.config import RetrievalConfig
@@ -219,15 +220,22 @@ def extractor_reads(params: Params) -> list[str]:
 
 
 def scan_files(params: Params) -> list[str]:
-    """SCAN precomp files per split stem: ``<stem>_ims.npy``, and the ids file where the folder holds one, else the
-    captions file that the importer checks the images against."""
+    """SCAN precomp files per split stem, as the importer reads them (features/scan_pairing.py): ``<stem>_ims.npy``,
+    and the ids file where the folder holds one, else the captions file it checks the prepared captions against."""
     root = Path(params.paths.feature_inputs)
-    files: list[str] = []
-    for stem in params.features.imported.scan_splits.values():
-        files.append(f"{stem}_ims.npy")
-        ids = f"{stem}_ids.txt"
-        files.append(ids if (root / ids).is_file() else f"{stem}_caps.txt")
-    return files
+    stems = params.features.imported.scan_splits.values()
+    return [path.name for stem in stems for path in pairing_files(root, stem)]
+
+
+def prepare_reads(params: Params, name: str) -> tuple[str, ...]:
+    """What `prepare@<name>` reads: its source and its images (their sizes). A Hugging Face dataset is read from its
+    folder, or from its entry in the `datasets` cache, and may write its embedded images into ``images``: then the
+    image folder is an input of `features`, not of `prepare`."""
+    corpus = params.corpora[name]
+    if corpus.format != "hf":
+        return (corpus.source, corpus.images)
+    cache = params.prepare.hf.cache_dir
+    return (f"{cache}/{corpus.source.replace('/', '___')}",) if cache else (corpus.source,)
 
 
 def mt_model_folders(params: Params, target: str) -> list[str]:
@@ -263,7 +271,7 @@ def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline
             "prepare",
             Stage(
                 f"python -m flows.prepare {p} --corpus {name} --out {paths.prepared}/{name}",
-                (corpus.source, corpus.images),
+                prepare_reads(params, name),
                 ("languages.pivot", "prepare.read_image_sizes", f"prepare.{corpus.format}", f"corpora.{name}"),
                 outs=(f"{paths.prepared}/{name}",),
             ),
@@ -300,8 +308,10 @@ def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline
             + f" --images {images.images} --boxes {images.boxes} --inputs {paths.feature_inputs}"
             f" --work {paths.work}/features/{set_name} --out {store} --metrics {metrics}{detector}"
         )
+        checked = tuple(f"{folder}/captions.parquet" for folder in prepared) if extractor == "scan-npy" else ()
         deps = (
             *(f"{folder}/images.parquet" for folder in prepared),
+            *checked,
             images.images,
             *((images.boxes,) if given_boxes else ()),
             *reads,

@@ -251,10 +251,10 @@ def test_a_stage_refuses_a_stale_dag(project: Project) -> None:
     tree["mmt"]["targets"] = []
     tree["retrieval"]["variants"] = ["none"]
     write_params(project.root / "params.yaml", tree)  # and no `mmtr dag`
+    arguments = ["--metrics", "m", "--synthesized", "s", "--prepared", "p", "--corpus", "flickr30k", "--out", "o"]
+    arguments += ["--diversity", "d", "--round_trips", "r", "--translation", "t"]
     done = subprocess.run(
-        [sys.executable, "-m", "flows.report", "--params", "params.yaml", "--metrics", "m", "--synthesized", "s"]
-        + ["--prepared", "p", "--corpus", "flickr30k", "--out", "o", "--diversity", "d", "--round_trips", "r"]
-        + ["--translation", "t"],
+        [sys.executable, "-m", "flows.report", "--params", "params.yaml", *arguments],
         cwd=project.root,
         env={**project.env, "DVC_STAGE": "report"},
         capture_output=True,

@@ -18,8 +18,8 @@ import networkx as nx
 import pytest
 
 from common.metrics_files import is_notes_file, read_metrics
-from mmtr.profiles import load_profile, merge, profile_names
 from mmtr.dag import update_dvc_yaml
+from mmtr.profiles import load_profile, merge, profile_names
 from report.tables import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 

@@ -16,7 +16,7 @@ from corpora.config import PrepareConfig
 from corpora.hf_captions import HfConfig
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
-from corpora.multi30k import Multi30kConfig, Multi30kSplit
+from corpora.multi30k import Multi30kConfig, Multi30kSplit, discover_languages
 from corpora.prepared import Corpus, count_captions, count_parallel
 from corpora.scan_captions import ScanCaptionsConfig
 from tests.unit.corpora.test_karpathy import coco_entry
@@ -100,15 +100,26 @@ def test_scan_dispatch_uses_its_splits_and_captions_per_image(tmp_path: Path) ->
     assert corpus.captions.num_rows == 6 and set(corpus.captions.column("split").to_pylist()) == {"test"}
 
 
-def test_multi30k_dispatch_reads_every_language_of_the_run(tmp_path: Path) -> None:
-    """languages.all (pivot + targets) are read; task and split settings are passed on."""
+def test_multi30k_dispatch_reads_every_language_the_source_holds(tmp_path: Path) -> None:
+    """Every language with caption files is read (fr too, though the run names en and de alone: naming it later must
+    not rerun `prepare`), the pivot first; task and split settings are passed on."""
     write_layout(tmp_path, task1_langs=("en", "de", "fr"), task2_langs=("en", "de"))
     config = Multi30kConfig(tasks=("task1",), splits={"train": Multi30kSplit("train", "train")})
     corpus = read_corpus("multi30k", config, tmp_path, image_root=None, languages=EN_DE, dataset="mini")
     captions = corpus.captions.to_pydict()
-    assert set(captions["kind"]) == {"translation"} and set(captions["lang"]) == {"en", "de"}
+    assert set(captions["kind"]) == {"translation"} and set(captions["lang"]) == {"en", "de", "fr"}
     assert corpus.images.column("image_id").to_pylist() == ["a1", "a2", "a3"]
-    assert sorted(captions["text"]) == sorted(f"t1 {lang} a{n}.jpg" for lang in ("en", "de") for n in (1, 2, 3))
+    assert captions["lang"][:3] == ["en", "de", "fr"]  # the pivot, then the others in code order
+    langs = ("en", "de", "fr")
+    assert sorted(captions["text"]) == sorted(f"t1 {lang} a{n}.jpg" for lang in langs for n in (1, 2, 3))
+
+
+def test_multi30k_languages_are_found_in_both_tasks_gzipped_or_plain(tmp_path: Path) -> None:
+    write_layout(tmp_path, task1_langs=("en", "cs"), task2_langs=("en", "de"))
+    splits = {"train": Multi30kSplit("train", "train")}
+    assert discover_languages(tmp_path, splits=splits) == ["cs", "de", "en"]
+    assert discover_languages(tmp_path, splits=splits, tasks=("task1",)) == ["cs", "en"]
+    assert discover_languages(tmp_path / "nowhere", splits=splits) == []
 
 
 def _small_corpus() -> Corpus:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mmtr.dag import build_pipeline, stale_dvc_yaml
 from mmtr.params import ParamsError, load_params, parse_params
 from tests.unit.mmtr.params_text import DUPLICATE_LINE, with_a_duplicate_key
 
@@ -147,26 +148,24 @@ def test_duplicate_keys_non_utf8_and_a_byte_order_mark(tmp_path: Path) -> None:
     assert load_params(marked) == load_params(Path(__file__).resolve().parents[3] / "params.yaml")
 
 
-def test_dvc_stages_run_their_flow_modules_and_use_declared_paths(tree: dict[str, Any]) -> None:
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    for name, stage in stages.items():
-        if "foreach" in stage:  # one stage per item of a params list or mapping, e.g. train_mmt@de, prepare@<corpus>
-            node: Any = tree
-            for part in stage["foreach"].strip("${}").split("."):
-                node = node[part]
-            assert isinstance(node, list | dict) and node, f"stage {name} fans out over {stage['foreach']}"
-            stage = stage["do"]
-        assert stage["cmd"].startswith(f"python -m flows.{name} "), name
-        module = importlib.import_module(f"flows.{name}")
+def test_dvc_stages_run_their_flow_modules_and_use_declared_params(tree: dict[str, Any]) -> None:
+    pipeline = build_pipeline(parse_params(tree))
+    for group, stages in pipeline.groups.items():
+        module = importlib.import_module(f"flows.{group}")
         assert callable(module.main)
-        for entry in stage.get("params", []):
-            node = tree
-            for part in entry.replace("${key}", "synthetic").split("."):
-                assert part in node, f"stage {name} lists params {entry!r} that params.yaml lacks"
-                node = node[part]
-        text = yaml.safe_dump(stage)
-        for key in re.findall(r"\$\{paths\.(\w+)\}", text):
-            assert key in tree["paths"], f"stage {name} uses ${{paths.{key}}} that params.yaml lacks"
+        for key, stage in stages.items():
+            name = group if key is None else f"{group}@{key}"
+            assert stage.cmd.startswith(f"python -m flows.{group} --params params.yaml"), name
+            for entry in stage.params:
+                node = tree
+                for part in entry.split("."):
+                    assert part in node, f"stage {name} lists params {entry!r} that params.yaml lacks"
+                    node = node[part]
+
+
+def test_dvc_yaml_is_the_dag_params_yaml_gives() -> None:
+    """dvc.yaml is generated (`mmtr dag`); a params edit that changes the DAG must be followed by that command."""
+    assert not stale_dvc_yaml(load_params(REPO / "params.yaml"), REPO / "dvc.yaml"), "run `mmtr dag`"
 
 
 def test_every_configured_retrieval_model_and_variant_resolves(tree: dict[str, Any]) -> None:
@@ -468,10 +467,10 @@ def test_variants_of_more_hops_and_of_your_own(tree: dict[str, Any]) -> None:
 def test_stages_that_read_the_variants_list_the_params_they_come_from() -> None:
     """augment builds the variants of retrieval.variants (presets or augment.custom_variants) and report labels
     them: DVC reruns them when those params change."""
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    assert {"augment", "retrieval.variants"} <= set(stages["augment"]["params"])
-    assert "augment" in stages["report"]["params"]
-    assert "synthesis" in stages["synthesize"]["do"]["params"]  # synthesis.hops: the passes it runs
+    stages = build_pipeline(load_params(REPO / "params.yaml")).groups
+    assert {"augment", "retrieval.variants"} <= set(stages["augment"][None].params)
+    assert "augment" in stages["report"][None].params
+    assert all("synthesis" in stage.params for stage in stages["synthesize"].values())  # synthesis.hops: its passes
 
 
 @pytest.mark.parametrize(
