@@ -96,7 +96,9 @@ def test_max_below_min_count_is_only_an_error_in_adaptive_mode() -> None:
 
 
 def test_unknown_extractor_lists_the_registry() -> None:
-    with pytest.raises(SettingError, match=r"^extractor: got 'detr', allowed: compact, butd, scan-npy, butd-tsv$"):
+    with pytest.raises(
+        SettingError, match=r"^extractor: got 'detr', allowed: compact, butd, butd-detectron2, scan-npy, butd-tsv$"
+    ):
         FeaturesConfig(extractor="detr", regions=GIVEN)
 
 
@@ -154,6 +156,7 @@ def test_registry_rows() -> None:
     assert kinds == {
         "compact": NetworkExtractor,
         "butd": NetworkExtractor,
+        "butd-detectron2": NetworkExtractor,
         "scan-npy": FeatureImporter,
         "butd-tsv": FeatureImporter,
     }
