@@ -37,7 +37,7 @@ class BUTDSettings:
 
     Attributes:
         checkpoint: File in the feature inputs folder: ``*.pkl`` (py-bottom-up-attention) or ``*.pth``
-            (bottom-up-attention.pytorch); needed when the extractor is butd.
+            (bottom-up-attention.pytorch); needed when the extractor is butd or butd-detectron2 (``.pkl`` only).
         test_scale: Shorter image side after resizing (600 in the reference).
         max_size: Cap of the longer side (1000).
     """
