@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.errors import InputError
 from features.bottom_up.model import BUTDConfig
 from features.bottom_up.weights import CheckpointError, config_from_checkpoint, detect_layout, read_checkpoint
 
@@ -42,8 +43,9 @@ _ACCEPTED_EXTRAS = ("pixel_mean", "pixel_std")  # GeneralizedRCNN buffers, not p
 _CELL_ANCHORS = "proposal_generator.anchor_generator.cell_anchors.0"
 
 
-class Detectron2Missing(ImportError):
-    """The detectron2 extractor was chosen but detectron2 is not installed."""
+class Detectron2Missing(InputError):
+    """The detectron2 extractor was chosen but detectron2 is not installed: a user error (one line at the command
+    line, never retried as a transient failure)."""
 
 
 def detectron2_available() -> bool:

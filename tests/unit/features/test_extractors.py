@@ -108,11 +108,12 @@ def test_compact_needs_given_regions() -> None:
     assert FeaturesConfig(extractor="compact", regions=GIVEN).regions.selection() == GivenRegions(3)
 
 
-def test_butd_needs_a_checkpoint() -> None:
-    with pytest.raises(SettingError, match=r"^butd\.checkpoint: missing: extractor butd needs a checkpoint"):
-        FeaturesConfig(extractor="butd")
+@pytest.mark.parametrize("extractor", ["butd", "butd-detectron2"])
+def test_butd_needs_a_checkpoint(extractor: str) -> None:
+    with pytest.raises(SettingError, match=rf"^butd\.checkpoint: missing: extractor {extractor} needs a checkpoint"):
+        FeaturesConfig(extractor=extractor)
     for mode in ("fixed", "adaptive", "given"):  # any region mode
-        config = FeaturesConfig(extractor="butd", regions=RegionConfig(mode=mode), butd=BUTDSettings(checkpoint="r"))
+        config = FeaturesConfig(extractor=extractor, regions=RegionConfig(mode=mode), butd=BUTDSettings(checkpoint="r"))
         assert config.regions.mode == mode
 
 
