@@ -29,7 +29,7 @@ class FeaturesConfig:
         on_bad_image: fail (an error naming every bad file, after all shards ran) or skip (recorded).
         probe: Train linear probes on the features for every label column of the boxes table.
         compact: The built-in preset (extractor compact).
-        butd: The bottom-up-attention checkpoint and image scale (extractor butd).
+        butd: The bottom-up-attention checkpoint and image scale (extractors butd, butd-detectron2).
         imported: The files to import (extractors scan-npy, butd-tsv).
     """
 
@@ -57,7 +57,7 @@ def _compact_check(config: FeaturesConfig) -> None:
 
 def _butd_check(config: FeaturesConfig) -> None:
     if not config.butd.checkpoint:
-        raise SettingError("butd.checkpoint", "missing: extractor butd needs a checkpoint file name")
+        raise SettingError("butd.checkpoint", f"missing: extractor {config.extractor} needs a checkpoint file name")
 
 
 def _tsv_check(config: FeaturesConfig) -> None:
@@ -72,6 +72,7 @@ def _no_check(config: FeaturesConfig) -> None:
 EXTRACTOR_CHECKS: dict[str, Callable[[FeaturesConfig], None]] = {
     "compact": _compact_check,
     "butd": _butd_check,
+    "butd-detectron2": _butd_check,  # the same settings; detectron2 itself is checked when the stage runs
     "scan-npy": _no_check,
     "butd-tsv": _tsv_check,
 }

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from common.errors import InputError
 from common.files import file_sha256, file_stamp
 from common.runtime import Runtime
+from features.bottom_up.detectron2_model import load_detectron2_detector, require_detectron2
 from features.bottom_up.extractor import BUTDExtractor
 from features.bottom_up.weights import load_detector
 from features.boxes import read_given_boxes
@@ -112,6 +113,17 @@ def _butd_build(spec: ExtractorSpec) -> RegionExtractor:
     return BUTDExtractor(model, spec.selection, device, autocast=spec.runtime.autocast())
 
 
+def _butd_detectron2_build(spec: ExtractorSpec) -> RegionExtractor:
+    model = load_detectron2_detector(spec.weights, **dict(spec.options))
+    device = spec.runtime.torch_device()
+    return BUTDExtractor(model, spec.selection, device, autocast=spec.runtime.autocast(), name="butd-r101-detectron2")
+
+
+def _butd_detectron2_weights(config: FeaturesConfig, inputs: ExtractionInputs) -> Path:
+    require_detectron2()  # before any shard runs: the error names the extra to install
+    return _butd_weights(config, inputs)
+
+
 def _import_scan(config: FeaturesConfig, images: pa.Table, captions: pa.Table, inputs: Path, out: Path) -> None:
     splits = config.imported.scan_splits
     pairs = list(zip(images.column("image_id").to_pylist(), images.column("split").to_pylist(), strict=True))
@@ -164,6 +176,8 @@ EXTRACTORS: dict[str, NetworkExtractor | FeatureImporter] = {
     "compact": NetworkExtractor(_compact_weights, _compact_sha256, _no_options, _compact_build),
     # bottom-up attention Faster R-CNN R101-C4 (Anderson et al. 2018) from a public checkpoint
     "butd": NetworkExtractor(_butd_weights, file_sha256, _butd_options, _butd_build),
+    # the same network and checkpoint run through detectron2's modules (the detectron2 extra)
+    "butd-detectron2": NetworkExtractor(_butd_detectron2_weights, file_sha256, _butd_options, _butd_detectron2_build),
     "scan-npy": FeatureImporter(_import_scan),  # SCAN precomp <stem>_ims.npy
     "butd-tsv": FeatureImporter(_import_tsv),  # bottom-up TSV files (generate_tsv.py)
 }

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from common.checks import check_range
+from features.bottom_up.detectron2_model import Detectron2BottomUp
 from features.bottom_up.model import BottomUpAttention, BUTDConfig, select_proposals
 from features.regions import GivenRegions, ImageRegions, RegionSelection, max_regions
 
@@ -36,7 +37,7 @@ class BUTDSettings:
 
     Attributes:
         checkpoint: File in the feature inputs folder: ``*.pkl`` (py-bottom-up-attention) or ``*.pth``
-            (bottom-up-attention.pytorch); needed when the extractor is butd.
+            (bottom-up-attention.pytorch); needed when the extractor is butd or butd-detectron2 (``.pkl`` only).
         test_scale: Shorter image side after resizing (600 in the reference).
         max_size: Cap of the longer side (1000).
     """
@@ -76,7 +77,8 @@ class BUTDExtractor:
     """36 x 2048 (or adaptive, or given-box) region features per image, as ``generate_tsv.py`` writes them.
 
     Args:
-        model: the detector (moved to ``device`` and put in eval mode).
+        model: the detector (moved to ``device`` and put in eval mode): the project's own, or the same network
+            assembled from detectron2 modules (extractor butd-detectron2).
         selection: how regions are chosen (:mod:`features.regions`).
         device: where to run.
         autocast: returns the precision context for the convolutions (``contextlib.nullcontext`` = fp32).
@@ -85,7 +87,7 @@ class BUTDExtractor:
 
     def __init__(
         self,
-        model: BottomUpAttention,
+        model: BottomUpAttention | Detectron2BottomUp,
         selection: RegionSelection,
         device: torch.device,
         autocast: AutocastFactory = contextlib.nullcontext,

@@ -166,7 +166,7 @@ def load_checkpoint(model: BottomUpAttention, path: str | Path, *, bn_eps: float
 
     Raises:
         CheckpointError: unreadable file, refused pickle content, or keys that are missing, unexpected or
-            mis-shaped (all listed, with shapes).
+            mis-shaped (all listed on one line, with both shapes where they differ).
     """
     tensors = read_checkpoint(path)
     layout = detect_layout(tensors, str(path))
@@ -199,14 +199,14 @@ class _Reader:
         unexpected = [f"{k} {tuple(v.shape)}" for k, v in self.tensors.items() if k not in self.used]
         if not (self.missing or unexpected or self.misshaped):
             return None
-        lines = [f"{source}: does not fit the model ({layout} layout)"]
+        parts = []
         for title, keys in (("missing", self.missing), ("unexpected", unexpected), ("mis-shaped", self.misshaped)):
             if keys:
                 more = f" ... and {len(keys) - _LISTED} more" if len(keys) > _LISTED else ""
-                lines.append(f"  {title} ({len(keys)}): " + ", ".join(keys[:_LISTED]) + more)
+                parts.append(f"{title} ({len(keys)}): " + ", ".join(keys[:_LISTED]) + more)
         if any(marker in key for key in self.missing + unexpected for marker in _ATTR_MARKERS):
-            lines.append("  (attribute head keys: build the model with BUTDConfig(attributes=...) to match)")
-        return CheckpointError("\n".join(lines))
+            parts.append("attribute head keys: build the model with BUTDConfig(attributes=...) to match")
+        return CheckpointError(f"{source}: does not fit the model ({layout} layout): " + "; ".join(parts))
 
 
 _RPN_NAMES = {"rpn.conv": "conv", "rpn.cls_score": "objectness_logits", "rpn.bbox_pred": "anchor_deltas"}

@@ -13,7 +13,15 @@ PACKAGES = ("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 EXTRAS = PYPROJECT["project"]["optional-dependencies"]
 # extra -> the modules its distributions provide
-OPTIONAL_MODULES = {"dask": {"dask", "distributed", "prefect_dask"}, "meteor": {"pycocoevalcap"}}
+OPTIONAL_MODULES = {
+    "dask": {"dask", "distributed", "prefect_dask"},
+    "meteor": {"pycocoevalcap"},
+    "detectron2": {"detectron2"},
+}
+# Extras built from a source repository (no package index has them): pinned to a commit, left out of `all`, since
+# they compile against the installed torch and need `pip install --no-build-isolation`.
+SOURCE_BUILT = {"detectron2"}
+GIT_REQUIREMENT = re.compile(r"^[A-Za-z0-9_.-]+ @ git\+https://github\.com/[\w.-]+/[\w.-]+\.git@[0-9a-f]{40}$")
 
 
 def requirement_name(requirement: str) -> str:
@@ -60,8 +68,25 @@ def test_optional_distributions_are_extras_and_all_holds_every_one() -> None:
     required = {requirement_name(requirement) for requirement in PYPROJECT["project"]["dependencies"]}
     for extra in OPTIONAL_MODULES:
         assert {requirement_name(requirement) for requirement in EXTRAS[extra]}.isdisjoint(required), extra
-    assert EXTRAS["all"] == [f"mmtr[{','.join(sorted(set(EXTRAS) - {'all', 'dev'}))}]"]
+    assert EXTRAS["all"] == [f"mmtr[{','.join(sorted(set(EXTRAS) - {'all', 'dev'} - SOURCE_BUILT))}]"]
     assert set(OPTIONAL_MODULES) == set(EXTRAS) - {"all", "dev"}
+
+
+def test_source_built_extras_pin_a_commit_and_the_others_come_from_an_index() -> None:
+    for extra in set(EXTRAS) - {"all"}:
+        for requirement in EXTRAS[extra]:
+            from_source = " @ " in requirement
+            assert from_source == (extra in SOURCE_BUILT), requirement
+            if from_source:
+                assert GIT_REQUIREMENT.match(requirement), f"{requirement}: pin a full commit of a git repository"
+
+
+def test_the_git_requirement_pattern_refuses_branches_and_short_commits() -> None:
+    base = "detectron2 @ git+https://github.com/facebookresearch/detectron2.git"
+    assert GIT_REQUIREMENT.match(base + "@" + "0" * 40)
+    assert not GIT_REQUIREMENT.match(base + "@main")
+    assert not GIT_REQUIREMENT.match(base + "@02b5c4e")
+    assert not GIT_REQUIREMENT.match(base)
 
 
 def test_make_install_installs_every_extra() -> None:

@@ -96,7 +96,9 @@ def test_max_below_min_count_is_only_an_error_in_adaptive_mode() -> None:
 
 
 def test_unknown_extractor_lists_the_registry() -> None:
-    with pytest.raises(SettingError, match=r"^extractor: got 'detr', allowed: compact, butd, scan-npy, butd-tsv$"):
+    with pytest.raises(
+        SettingError, match=r"^extractor: got 'detr', allowed: compact, butd, butd-detectron2, scan-npy, butd-tsv$"
+    ):
         FeaturesConfig(extractor="detr", regions=GIVEN)
 
 
@@ -106,11 +108,12 @@ def test_compact_needs_given_regions() -> None:
     assert FeaturesConfig(extractor="compact", regions=GIVEN).regions.selection() == GivenRegions(3)
 
 
-def test_butd_needs_a_checkpoint() -> None:
-    with pytest.raises(SettingError, match=r"^butd\.checkpoint: missing: extractor butd needs a checkpoint"):
-        FeaturesConfig(extractor="butd")
+@pytest.mark.parametrize("extractor", ["butd", "butd-detectron2"])
+def test_butd_needs_a_checkpoint(extractor: str) -> None:
+    with pytest.raises(SettingError, match=rf"^butd\.checkpoint: missing: extractor {extractor} needs a checkpoint"):
+        FeaturesConfig(extractor=extractor)
     for mode in ("fixed", "adaptive", "given"):  # any region mode
-        config = FeaturesConfig(extractor="butd", regions=RegionConfig(mode=mode), butd=BUTDSettings(checkpoint="r"))
+        config = FeaturesConfig(extractor=extractor, regions=RegionConfig(mode=mode), butd=BUTDSettings(checkpoint="r"))
         assert config.regions.mode == mode
 
 
@@ -154,6 +157,7 @@ def test_registry_rows() -> None:
     assert kinds == {
         "compact": NetworkExtractor,
         "butd": NetworkExtractor,
+        "butd-detectron2": NetworkExtractor,
         "scan-npy": FeatureImporter,
         "butd-tsv": FeatureImporter,
     }

@@ -224,7 +224,7 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("mmt.marian.local_dirs", {"english-german": "x"}, r"mmt\.marian\.local_dirs\.english-german: got"),
         ("features.compact.training", {"lr": 2.0}, r"features\.compact\.training\.lr: got 2\.0, allowed: 0 < lr < 1"),
         ("features.compact.encoder", {"widths": []}, r"features\.compact\.encoder\.widths: at least one stage width"),
-        ("features.extractor", "clip", r"features\.extractor: got 'clip', allowed: compact, butd, scan-npy, butd-tsv"),
+        ("features.extractor", "clip", r"features\.extractor: got 'clip', allowed: compact, butd, butd-detectron2, "),
         (
             "features.regions",
             {"mode": "fixed"},
