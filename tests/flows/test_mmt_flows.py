@@ -233,11 +233,12 @@ def test_translate_cli_names_a_missing_pair(trained: Path, capsys: pytest.Captur
     assert "no trained model for en->fr" in capsys.readouterr().err
 
 
-def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_path: Path) -> None:
-    """mmt.mt_system: marian trains a small Marian per direction here; synthesis then uses it for mt_*."""
+def test_seq2seq_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_path: Path) -> None:
+    """mmt.mt_system: seq2seq trains a small Marian per direction here (no model held); synthesis then uses it for
+    mt_*."""
     tree = tiny_params_tree()
-    tree["mmt"].update(mt_system="marian")
-    tree["mmt"]["marian"]["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
+    tree["mmt"].update(mt_system="seq2seq")
+    tree["mmt"]["seq2seq"]["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
     params = write_params(tmp_path / "marian.yaml", tree)
     common = flags(
         params=params,
@@ -254,8 +255,8 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
     )
     assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
     assert not (tmp_path / "models" / "mt-en-de" / "finetune.safetensors").exists()
-    marian = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
-    assert marian == {"backend": "marian", "src": "en", "tgt": "de"}
+    seq2seq = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
+    assert seq2seq == {"backend": "seq2seq", "src": "en", "tgt": "de"}
     assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
     synthesize.main(
         [*common, *flags(work=tmp_path / "work", out=tmp_path / "de.parquet", metrics=tmp_path / "synthesis.json")]
