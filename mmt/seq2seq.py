@@ -326,7 +326,9 @@ def _batch_loss(
     label_smoothing: float | None = None,
 ) -> torch.Tensor:
     """Mean token cross-entropy of one batch (padding ignored)."""
-    encoded = translator.encode(src, tgt, max_length=config.max_len)
+    # a held model's positions may end before max_len (the Marian trained here checks max_len against its own)
+    limit = min(config.max_len, translator.model.config.max_position_embeddings - 1)
+    encoded = translator.encode(src, tgt, max_length=limit)
     pad_id = translator.model.config.pad_token_id
     decoder_input_ids = translator.decoder_inputs(encoded["labels"])
     labels = encoded["labels"].masked_fill(encoded["labels"] == pad_id, -100)

@@ -126,7 +126,7 @@ def _bpe_vocab_and_merges(proto: bytes) -> tuple[dict[str, int], list[tuple[str,
     return vocab, merges
 
 
-def _nllb_folder(folder: Path) -> Path:
+def nllb_folder(folder: Path) -> Path:
     """An NLLB layout: an M2M100 config (model_type m2m_100) with an NllbTokenizer (tokenizer.json)."""
     proto = _train_spm("bpe", bos_id=0, pad_id=1, eos_id=2, unk_id=3)
     vocab, merges = _bpe_vocab_and_merges(proto)
@@ -191,7 +191,7 @@ CASES = {
     "marian-multi": Case(
         lambda f: _marian_folder(f, targets=("fr", "de")), "marian-multi", "model.safetensors", None, ">>de<<"
     ),
-    "nllb": Case(_nllb_folder, "nllb", "model.safetensors", "eng_Latn", "deu_Latn"),
+    "nllb": Case(nllb_folder, "nllb", "model.safetensors", "eng_Latn", "deu_Latn"),
     "m2m100": Case(_m2m100_folder, "m2m100", "model.safetensors", "en", "de"),
     "mbart50": Case(_mbart50_folder, "mbart50", "model.safetensors", "en_XX", "de_DE"),
 }
