@@ -238,7 +238,8 @@ def check_model_folder(path: str | os.PathLike[str]) -> Path:
     if weights_file(folder) is None:
         missing.append(" or ".join(WEIGHT_FILES))
     if missing:
-        raise InputError(f"{folder}: not a model folder, missing {', '.join(missing)}")
+        sharded = " (its weights are sharded: save the model as one file)" if any(folder.glob("*.index.json")) else ""
+        raise InputError(f"{folder}: not a model folder, missing {', '.join(missing)}{sharded}")
     return folder
 
 

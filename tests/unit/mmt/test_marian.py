@@ -175,6 +175,9 @@ def test_missing_files_are_named(trained: tuple[Seq2SeqTranslator, Path], tmp_pa
         InputError, match=r"broken: not a model folder, missing model.safetensors or pytorch_model.bin$"
     ):
         Seq2SeqTranslator.from_folder(broken, src="en", tgt="de", device=CPU)
+    (broken / "model.safetensors.index.json").write_text("{}")
+    with pytest.raises(InputError, match=r"pytorch_model.bin \(its weights are sharded: save the model as one file\)$"):
+        Seq2SeqTranslator.from_folder(broken, src="en", tgt="de", device=CPU)
     shutil.copyfile(folder / "model.safetensors", broken / "model.safetensors")
     (broken / "target.spm").unlink()
     with pytest.raises(InputError, match=r"broken: its tokenizer does not load"):
