@@ -11,17 +11,100 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from common.checks import SettingError, check, check_choice, check_not_empty, check_range
+from common.checks import (
+    SettingError,
+    check,
+    check_choice,
+    check_fraction,
+    check_not_empty,
+    check_positive,
+    check_range,
+)
 from mmt.augment import VARIANTS, Variant
-from mmt.marian import MarianSettings
+from mmt.marian import MarianTrainConfig
 from mmt.model import MMTConfig
+from mmt.seq2seq_languages import FAMILIES
 from mmt.synthesis import MAX_HOPS
 from mmt.text import SubwordConfig
 from mmt.train import TrainConfig
 
 SystemName = Literal["mmt", "mt"]  # the two systems of a direction (folder prefixes, caption origins)
-TEXT_ONLY_BACKENDS = ("text-only", "marian")  # the backends of mmt.systems.BACKENDS that read no image regions
+TEXT_ONLY_BACKENDS = ("text-only", "seq2seq")  # the backends of mmt.systems.BACKENDS that read no image regions
 VARIANT_NAME = re.compile(r"[a-z][a-z0-9_]*")  # no hyphen: retrieval run names are <model>-<variant>-<role>
+PAIR_KEY = re.compile(r"[a-z]{2}-[a-z]{2}")
+
+
+@dataclass(frozen=True)
+class Seq2SeqFinetuneConfig:
+    """Fine-tuning a held model on the caption translations of its pair (`mmt.seq2seq.finetune`).
+
+    Attributes:
+        epochs: Passes over the pair's training captions; the epoch with the lowest validation loss is kept.
+        batch_size: Sentence pairs per step.
+        max_steps: Stop after this many steps, if set (smoke tests, quick demos).
+        max_len: Subwords kept per training sentence.
+        lr: AdamW peak learning rate, reached after ``warmup_steps``.
+        warmup_steps: Linear warm-up steps; the rate then decays with the inverse square root of the step.
+        weight_decay: AdamW weight decay.
+        label_smoothing: Label smoothing of the cross-entropy.
+        clip_norm: Gradient norm clipping.
+    """
+
+    epochs: int = 3
+    batch_size: int = 16
+    max_steps: int | None = None
+    max_len: int = 100
+    lr: float = 5e-5
+    warmup_steps: int = 100
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_range("epochs", self.epochs, 1, 10_000)
+        check_range("batch_size", self.batch_size, 1, 65_536)
+        if self.max_steps is not None:
+            check_range("max_steps", self.max_steps, 1, 100_000_000)
+        check_range("max_len", self.max_len, 1, 65_536)
+        check_positive("lr", self.lr, below=1.0)
+        check_range("warmup_steps", self.warmup_steps, 0, 100_000_000)
+        check_fraction("weight_decay", self.weight_decay)
+        check_fraction("label_smoothing", self.label_smoothing, below_one=True)
+        check_positive("clip_norm", self.clip_norm)
+
+
+@dataclass(frozen=True)
+class Seq2SeqSettings:
+    """The seq2seq MT backend (the `mmt.seq2seq` section of params.yaml): models transformers loads with its auto
+    classes (OPUS-MT Marian, NLLB, M2M100, mBART-50).
+
+    Attributes:
+        held: "<src>-<tgt>" -> a model you hold: a folder name in the MT models folder (e.g. opus-mt-en-de,
+            downloaded elsewhere) or a model id in the local Hugging Face cache (e.g.
+            facebook/nllb-200-distilled-600M); pairs without one get a small Marian trained here.
+        as_is: Use held models as they are; false (the default) fine-tunes them on the pair's caption translations.
+        finetune: How held models are fine-tuned.
+        language_codes: Family (marian-multi, nllb, m2m100, mbart50) -> ISO 639-1 language -> the model's code,
+            over the family's own table (:mod:`mmt.seq2seq_languages`).
+        train: The Marian trained here for the other pairs, and how.
+    """
+
+    held: dict[str, str] = field(default_factory=dict)
+    as_is: bool = False
+    finetune: Seq2SeqFinetuneConfig = field(default_factory=Seq2SeqFinetuneConfig)
+    language_codes: dict[str, dict[str, str]] = field(default_factory=dict)
+    train: MarianTrainConfig = field(default_factory=MarianTrainConfig)
+
+    def __post_init__(self) -> None:
+        for pair, name in self.held.items():
+            check(PAIR_KEY.fullmatch(pair) is not None, f"held.{pair}", pair, "<src>-<tgt>")
+            check(bool(name.strip()), f"held.{pair}", name, "a folder name or a model id")
+        for family, codes in self.language_codes.items():
+            check(family in FAMILIES[1:], f"language_codes.{family}", family, ", ".join(FAMILIES[1:]))
+            for language, code in codes.items():
+                key = f"language_codes.{family}.{language}"
+                check(re.fullmatch(r"[a-z]{2}", language) is not None, key, language, "an ISO 639-1 code")
+                check(bool(code.strip()), key, code, "the model's code")
 
 
 @dataclass(frozen=True)
@@ -39,7 +122,7 @@ class SystemsConfig:
         meteor: Score the test translations with METEOR 1.5 too (:mod:`mmt.meteor`: a Java run, about 7 s for
             English, which loads its paraphrase table); false leaves ``meteor`` None with the reason in the note.
         mt_system: The backend of the text-only MT system (the mt_* variants, translate-search).
-        marian: The Marian backend's models.
+        seq2seq: The seq2seq backend's models.
         systems: Which systems `train_mmt` trains and `synthesize` runs: ``mmt`` (needs the corpus's region
             features) and ``mt``. ``[mt]`` alone is the text-only route, for corpora without images.
     """
@@ -52,7 +135,7 @@ class SystemsConfig:
     beam: int = 5
     meteor: bool = True
     mt_system: str = "text-only"
-    marian: MarianSettings = field(default_factory=MarianSettings)
+    seq2seq: Seq2SeqSettings = field(default_factory=Seq2SeqSettings)
     systems: tuple[SystemName, ...] = ("mmt", "mt")
 
     def __post_init__(self) -> None:

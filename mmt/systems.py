@@ -2,11 +2,12 @@
 
 For every direction of a pivot-target pair, :func:`pretrain` trains the regional model text-only on the
 parallel corpus (checkpoint ``pretrain``: ``pretrain.safetensors`` + ``pretrain.json``); then two systems are
-trained from there, each in its own folder (its weights in checkpoint ``finetune``, except Marian's):
+trained from there, each in its own folder (its weights in checkpoint ``finetune``, except seq2seq's):
 
 - ``mmt-<src>-<tgt>``: backend ``mmt``, the regional MMT fine-tuned with region features (section 3.1);
 - ``mt-<src>-<tgt>``: the backend ``mt_system`` names: ``text-only`` (the same model fine-tuned on the
-  captions without images) or ``marian`` (transformers' MarianMTModel, held locally or trained here).
+  captions without images) or ``seq2seq`` (a transformers sequence-to-sequence model you hold, fine-tuned on the
+  captions, or a small Marian trained here).
 
 Each folder records its backend in ``system.json``, so :func:`load_system` turns any system folder into a
 :class:`~mmt.translator_protocol.Translator` without guessing from its files. A trained system's test scores are
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +27,19 @@ import torch
 from common.checkpoints import checkpoint_files, checkpoint_stem
 from common.distributed import gather_objects, is_writer, share
 from common.errors import InputError
-from common.files import atomic_dir, file_sha256, file_stamp, read_json, write_json, write_tsv
+from common.files import file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
 from mmt.config import SystemsConfig
-from mmt.marian import MarianTranslator, train_marian
+from mmt.held_models import build_held_system, load_seq2seq_system, resolve_held_model
+from mmt.marian import train_marian
 from mmt.metrics import (
     translation_scores,
 )
 from mmt.model import MMTShape, RegionalMMT
 from mmt.pairs import DirectionData, Pairs, examples
+from mmt.seq2seq import weights_file
 from mmt.text import SubwordConfig, TextPipeline
 from mmt.train import TrainConfig, fit
 from mmt.translator import MMTTranslator
@@ -65,7 +67,7 @@ class SystemRequest:
         pretrained: The direction's text-only ``pretrain`` checkpoint (its folder holds the text pipeline).
         store: FeatureStore folder of the caption images (the multimodal backend reads it); None on the
             text-only route (no images).
-        mt_models: Folder of Marian models the user holds (``marian.local_dirs``).
+        mt_models: Folder of the MT models the user holds (``seq2seq.held`` names them).
         seed: Seeds every random choice of the training.
         runtime: Device and precision.
         on_validation: Called after each validation of a regional fit with its record (step, epoch, loss, score:
@@ -245,28 +247,41 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     )
 
 
-def _train_marian(request: SystemRequest) -> None:
-    """A Marian model folder you hold (copied in) or one trained here on the corpus and the captions."""
-    data, marian = request.data, request.config.marian
+def _train_seq2seq(request: SystemRequest) -> None:
+    """A model you hold (``seq2seq.held``: a folder or a cached model id), fine-tuned on the pair's caption
+    translations unless ``seq2seq.as_is``; or, for a pair without one, a small Marian trained here on the corpus and
+    the captions."""
+    data, settings = request.data, request.config.seq2seq
     pair = f"{request.src}-{request.tgt}"
-    if pair in marian.local_dirs:
-        source = request.mt_models / marian.local_dirs[pair]
-        MarianTranslator.from_local(source, device=torch.device("cpu"))  # fails fast on a wrong folder
-        with atomic_dir(request.out_dir) as tmp:
-            shutil.copytree(source, tmp, dirs_exist_ok=True)
-        logger.info("Using the Marian model %s for %s", source, pair)
+    captions = data.captions
+    device = request.runtime.torch_device()
+    if pair in settings.held:
+        held = resolve_held_model(settings.held[pair], request.mt_models)
+        build_held_system(
+            held,
+            src=request.src,
+            tgt=request.tgt,
+            out_dir=request.out_dir,
+            language_codes=settings.language_codes,
+            finetune=None if settings.as_is else settings.finetune,
+            train=(captions["train"].src, captions["train"].tgt),
+            val=(captions["val"].src, captions["val"].tgt),
+            device=device,
+            seed=request.seed,
+        )
         return None
-    corpus, captions = data.corpus["train"], data.captions["train"]
-    logger.info("Training a Marian model for %s from scratch (%d pairs)", pair, len(corpus.src) + len(captions.src))
+    corpus = data.corpus["train"]
+    pairs = len(corpus.src) + len(captions["train"].src)
+    logger.info("Training a Marian model for %s from scratch (%d pairs)", pair, pairs)
     train_marian(
-        corpus.src + captions.src,
-        corpus.tgt + captions.tgt,
+        corpus.src + captions["train"].src,
+        corpus.tgt + captions["train"].tgt,
         out_dir=request.out_dir,
         src_lang=request.src,
         tgt_lang=request.tgt,
-        config=marian.train,
-        val=(data.captions["val"].src, data.captions["val"].tgt),
-        device=request.runtime.torch_device(),
+        config=settings.train,
+        val=(captions["val"].src, captions["val"].tgt),
+        device=device,
         seed=request.seed,
     )
     return None
@@ -278,12 +293,13 @@ def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime) -
     )
 
 
-def _load_marian(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
-    return MarianTranslator.from_local(folder, device=runtime.torch_device())
+def _load_seq2seq(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
+    src, tgt = system_languages(folder)
+    return load_seq2seq_system(folder, src=src, tgt=tgt, device=runtime.torch_device())
 
 
-def _marian_weights(folder: Path) -> Path:
-    return folder / "model.safetensors" if (folder / "model.safetensors").is_file() else folder / "pytorch_model.bin"
+def _seq2seq_weights(folder: Path) -> Path:
+    return weights_file(folder) or folder / "model.safetensors"
 
 
 def _finetuned(folder: Path) -> Path:
@@ -295,8 +311,9 @@ BACKENDS: dict[str, Backend] = {
     "mmt": Backend(True, True, functools.partial(_train_regional, multimodal=True), _load_regional, _finetuned),
     # the same model fine-tuned on the caption text alone (the paper's text-only MT rows)
     "text-only": Backend(False, True, functools.partial(_train_regional, multimodal=False), _load_regional, _finetuned),
-    # transformers' MarianMTModel: an OPUS-MT folder you hold, or a small one trained here
-    "marian": Backend(False, False, _train_marian, _load_marian, _marian_weights),
+    # transformers' sequence-to-sequence models (OPUS-MT, NLLB, M2M100, mBART-50) you hold, or a small Marian
+    # trained here
+    "seq2seq": Backend(False, False, _train_seq2seq, _load_seq2seq, _seq2seq_weights),
 }
 
 

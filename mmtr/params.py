@@ -42,7 +42,7 @@ class Paths:
     work: str  # resumable intermediate work (finished shards of an interrupted run); not versioned
     metrics: str  # metrics files, one folder per family
     models: str  # trained models: <models>/mmt/<system>-<src>-<tgt>/
-    mt_models: str  # Marian model folders you hold (e.g. an opus-mt model downloaded elsewhere), one per pair
+    mt_models: str  # MT model folders you hold (e.g. opus-mt-en-de downloaded elsewhere), named in mmt.seq2seq.held
     synthesized: str  # synthesized captions per target language: <synthesized>/<tgt>.parquet
     augmented: str  # caption variants: <augmented>/<variant>/captions.parquet
     queries: str  # translate-search's test queries translated into the pivot: <queries>/<lang>-<pivot>.parquet

@@ -137,7 +137,7 @@ class PairPaths:
 
     store: str | None  # the fine-tuning corpus's FeatureStore folder; None: the text-only systems alone
     models: str  # holds the system folders mmt-<src>-<tgt>/ and mt-<src>-<tgt>/ of both directions
-    mt_models: str  # Marian models the user holds (paths.mt_models; mmt.marian.local_dirs names them)
+    mt_models: str  # MT models the user holds (paths.mt_models; mmt.seq2seq.held names them)
     metrics: str  # holds <system>.json, the MMT's <system>.history.tsv and mmt-vs-mt-<src>-<tgt>.json
 
 

@@ -11,14 +11,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from common.metrics_files import read_metrics
-from common.runtime import cpu_threads, use_cpu_threads
+from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from corpora.tables import read_captions
-from flows import augment, synthesize, train_mmt
+from flows import augment, synthesize, train_mmt, translate_queries
+from mmt.held_models import ORIGIN_FILE
+from mmt.systems import load_system
 from mmtr import cli
 from mmtr.params import load_params
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import tiny_params_tree, write_params
+from tests.unit.mmt.test_seq2seq import nllb_folder
 
 pytestmark = pytest.mark.slow
 
@@ -233,12 +236,16 @@ def test_translate_cli_names_a_missing_pair(trained: Path, capsys: pytest.Captur
     assert "no trained model for en->fr" in capsys.readouterr().err
 
 
-def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_path: Path) -> None:
-    """mmt.mt_system: marian trains a small Marian per direction here; synthesis then uses it for mt_*."""
+def test_seq2seq_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_path: Path) -> None:
+    """mmt.mt_system: seq2seq fine-tunes the model held for de-en (a tiny NLLB in paths.mt_models) on the captions and
+    trains a small Marian for en-de (none held); synthesis uses both for mt_*, translate-search the de-en one."""
     tree = tiny_params_tree()
-    tree["mmt"].update(mt_system="marian")
-    tree["mmt"]["marian"]["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
-    params = write_params(tmp_path / "marian.yaml", tree)
+    tree["mmt"].update(mt_system="seq2seq")
+    seq2seq = tree["mmt"]["seq2seq"]
+    seq2seq["train"].update(d_model=16, encoder_layers=1, decoder_layers=1, epochs=1, batch_size=16)
+    seq2seq.update(held={"de-en": "tiny-nllb"}, finetune={"epochs": 1, "max_steps": 2, "warmup_steps": 1})
+    nllb_folder(tmp_path / "mt-models" / "tiny-nllb")
+    params = write_params(tmp_path / "seq2seq.yaml", tree)
     common = flags(
         params=params,
         target="de",
@@ -252,16 +259,27 @@ def test_marian_as_the_mt_system(trained: Path, tiny_dataset: TinyDataset, tmp_p
             *flags(parallel=tiny_dataset.parallel, mt_models=tmp_path / "mt-models", metrics=tmp_path / "metrics"),
         ]
     )
-    assert (tmp_path / "models" / "mt-en-de" / "config.json").is_file()
-    assert not (tmp_path / "models" / "mt-en-de" / "finetune.safetensors").exists()
-    marian = json.loads((tmp_path / "models" / "mt-en-de" / "system.json").read_text())
-    assert marian == {"backend": "marian", "src": "en", "tgt": "de"}
-    assert "bleu" in json.loads((tmp_path / "metrics" / "mt-de-en.json").read_text())
+    for direction in ("en-de", "de-en"):
+        folder = tmp_path / "models" / f"mt-{direction}"
+        assert (folder / "config.json").is_file() and not (folder / "finetune.safetensors").exists()
+        src, tgt = direction.split("-")
+        assert json.loads((folder / "system.json").read_text()) == {"backend": "seq2seq", "src": src, "tgt": tgt}
+        assert "bleu" in json.loads((tmp_path / "metrics" / f"mt-{direction}.json").read_text())
+    assert not (tmp_path / "models" / "mt-en-de" / ORIGIN_FILE).exists()  # the Marian trained here
+    origin = json.loads((tmp_path / "models" / "mt-de-en" / ORIGIN_FILE).read_text())
+    assert (origin["model"], origin["family"], origin["fine_tuned"]) == ("tiny-nllb", "nllb", True)
     synthesize.main(
         [*common, *flags(work=tmp_path / "work", out=tmp_path / "de.parquet", metrics=tmp_path / "synthesis.json")]
     )
     table = pq.read_table(tmp_path / "de.parquet")
     assert pc.sum(pc.equal(table.column("system"), "mt-de-en")).as_py() == 30
+    translate_queries.main(
+        flags(params=params, prepared=tiny_dataset.prepared, models=tmp_path / "models", out=tmp_path / "queries")
+    )
+    queries = pq.read_table(tmp_path / "queries" / "de-en.parquet").to_pylist()
+    system = load_system(str(tmp_path / "models" / "mt-de-en"), None, Runtime())
+    texts = [row["text"] for row in queries]
+    assert texts and [row["translation"] for row in queries] == system.translate(texts, None, beam=2)
 
 
 def test_both_directions_at_once_train_what_one_after_the_other_trains(

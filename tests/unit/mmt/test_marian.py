@@ -1,4 +1,5 @@
-"""The Marian backend: training a tiny model, loading it back, translating; never touching the hub."""
+"""The Marian trained here: training a tiny model, loading it back through the seq2seq backend, translating; never
+touching the hub."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import torch
 
 from common.checks import SettingError
 from common.errors import InputError
-from mmt.marian import MarianTrainConfig, MarianTranslator, train_marian
+from mmt.marian import MarianTrainConfig, train_marian
+from mmt.seq2seq import Seq2SeqTranslator
 from mmt.translator_protocol import Translator
 
 CPU = torch.device("cpu")
@@ -48,7 +50,7 @@ def _toy_pairs() -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def _train(out_dir: Path, seed: int = 0) -> MarianTranslator:
+def _train(out_dir: Path, seed: int = 0) -> Seq2SeqTranslator:
     src, tgt = _toy_pairs()
     return train_marian(
         src,
@@ -64,12 +66,12 @@ def _train(out_dir: Path, seed: int = 0) -> MarianTranslator:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[MarianTranslator, Path]:
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seq2SeqTranslator, Path]:
     folder = tmp_path_factory.mktemp("marian") / "marian-en-de"
     return _train(folder), folder
 
 
-def test_training_writes_a_loadable_marian_folder(trained: tuple[MarianTranslator, Path]) -> None:
+def test_training_writes_a_loadable_marian_folder(trained: tuple[Seq2SeqTranslator, Path]) -> None:
     translator, folder = trained
     names = {path.name for path in folder.iterdir()}
     assert {"config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm"} <= names
@@ -84,7 +86,7 @@ def test_training_writes_a_loadable_marian_folder(trained: tuple[MarianTranslato
     assert isinstance(translator, Translator)
 
 
-def test_translate_returns_one_string_per_input(trained: tuple[MarianTranslator, Path]) -> None:
+def test_translate_returns_one_string_per_input(trained: tuple[Seq2SeqTranslator, Path]) -> None:
     translator, _ = trained
     sentences = ["A red circle is on the left.", "A star.", "A black heart is at the bottom.", ""]
     outputs = translator.translate(sentences, beam=2, batch_size=3, max_len=8)
@@ -92,7 +94,7 @@ def test_translate_returns_one_string_per_input(trained: tuple[MarianTranslator,
     assert translator.translate([], beam=2) == []
 
 
-def test_translate_keeps_input_order(trained: tuple[MarianTranslator, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_translate_keeps_input_order(trained: tuple[Seq2SeqTranslator, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     # The tiny model says much the same for every input, so order is checked with a batch "model" that echoes.
     translator, _ = trained
     batches: list[list[str]] = []
@@ -108,7 +110,7 @@ def test_translate_keeps_input_order(trained: tuple[MarianTranslator, Path], mon
 
 
 def test_generate_gets_beam_and_max_new_tokens(
-    trained: tuple[MarianTranslator, Path], monkeypatch: pytest.MonkeyPatch
+    trained: tuple[Seq2SeqTranslator, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     translator, _ = trained
     calls: list[dict[str, Any]] = []
@@ -127,7 +129,7 @@ def test_generate_gets_beam_and_max_new_tokens(
 
 
 def test_score_is_the_teacher_forced_log_probability_and_ignores_images(
-    trained: tuple[MarianTranslator, Path],
+    trained: tuple[Seq2SeqTranslator, Path],
 ) -> None:
     """Each score, computed in padded batches, is minus transformers' own mean token cross-entropy of the pair alone
     times its number of target tokens (</s> included)."""
@@ -146,7 +148,7 @@ def test_score_is_the_teacher_forced_log_probability_and_ignores_images(
         translator.score(sources, targets[:1])
 
 
-def test_training_is_deterministic(trained: tuple[MarianTranslator, Path], tmp_path: Path) -> None:
+def test_training_is_deterministic(trained: tuple[Seq2SeqTranslator, Path], tmp_path: Path) -> None:
     translator, folder = trained
     again = _train(tmp_path / "again")
     assert (tmp_path / "again" / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
@@ -160,21 +162,29 @@ def test_training_is_deterministic(trained: tuple[MarianTranslator, Path], tmp_p
 def test_a_hub_id_is_refused_at_once() -> None:
     start = time.perf_counter()
     with pytest.raises(InputError, match="is not a local directory; this tool never downloads"):
-        MarianTranslator.from_local("Helsinki-NLP/opus-mt-en-de", device=CPU)
+        Seq2SeqTranslator.from_folder("Helsinki-NLP/opus-mt-en-de", src="en", tgt="de", device=CPU)
     assert time.perf_counter() - start < 2.0
 
 
-def test_missing_files_are_named(trained: tuple[MarianTranslator, Path], tmp_path: Path) -> None:
+def test_missing_files_are_named(trained: tuple[Seq2SeqTranslator, Path], tmp_path: Path) -> None:
     _, folder = trained
     broken = tmp_path / "broken"
     shutil.copytree(folder, broken)
-    (broken / "target.spm").unlink()
     (broken / "model.safetensors").unlink()
-    with pytest.raises(InputError, match=r"missing target.spm, model.safetensors or pytorch_model.bin"):
-        MarianTranslator.from_local(broken, device=CPU)
+    with pytest.raises(
+        InputError, match=r"broken: not a model folder, missing model.safetensors or pytorch_model.bin$"
+    ):
+        Seq2SeqTranslator.from_folder(broken, src="en", tgt="de", device=CPU)
+    (broken / "model.safetensors.index.json").write_text("{}")
+    with pytest.raises(InputError, match=r"pytorch_model.bin \(its weights are sharded: save the model as one file\)$"):
+        Seq2SeqTranslator.from_folder(broken, src="en", tgt="de", device=CPU)
+    shutil.copyfile(folder / "model.safetensors", broken / "model.safetensors")
+    (broken / "target.spm").unlink()
+    with pytest.raises(InputError, match=r"broken: its tokenizer does not load"):
+        Seq2SeqTranslator.from_folder(broken, src="en", tgt="de", device=CPU)
 
 
-def test_bad_arguments_are_rejected(trained: tuple[MarianTranslator, Path]) -> None:
+def test_bad_arguments_are_rejected(trained: tuple[Seq2SeqTranslator, Path]) -> None:
     translator, _ = trained
     with pytest.raises(ValueError, match="must be positive"):
         translator.translate(["A star."], beam=0)

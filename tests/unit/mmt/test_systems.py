@@ -1,5 +1,5 @@
 """The sentence pairs of a direction, the MT backend registry and a tiny run of every backend: pre-training, the
-multimodal and the text-only systems, a Marian model, their system.json, loading and hashes (their test scores:
+multimodal and the text-only systems, a seq2seq model, their system.json, loading and hashes (their test scores:
 test_evaluation.py)."""
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from corpora.prepared import Corpus
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from mmt.checkpoint import read_checkpoint
-from mmt.config import TEXT_ONLY_BACKENDS, SystemsConfig
-from mmt.marian import MarianSettings, MarianTranslator
+from mmt.config import TEXT_ONLY_BACKENDS, Seq2SeqFinetuneConfig, Seq2SeqSettings, SystemsConfig
+from mmt.held_models import ORIGIN_FILE
 from mmt.model import MMTConfig
 from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, direction_data, examples
+from mmt.seq2seq import Seq2SeqTranslator
 from mmt.systems import (
     BACKENDS,
     SYSTEM_FILE,
@@ -208,17 +209,19 @@ def test_direction_data_carries_the_evaluation_annotations() -> None:
 
 
 def test_backend_registry_rows() -> None:
-    assert list(BACKENDS) == ["mmt", "text-only", "marian"]
+    assert list(BACKENDS) == ["mmt", "text-only", "seq2seq"]
     assert [backend.multimodal for backend in BACKENDS.values()] == [True, False, False]
     folder = Path("/systems/x")
     weights = folder / "finetune.safetensors"
     assert BACKENDS["mmt"].weights_file(folder) == BACKENDS["text-only"].weights_file(folder) == weights
 
 
-def test_marian_weights_file_prefers_safetensors(tmp_path: Path) -> None:
-    assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "pytorch_model.bin"
+def test_seq2seq_weights_file_prefers_safetensors(tmp_path: Path) -> None:
+    assert BACKENDS["seq2seq"].weights_file(tmp_path) == tmp_path / "model.safetensors"  # none yet: the usual name
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    assert BACKENDS["seq2seq"].weights_file(tmp_path) == tmp_path / "pytorch_model.bin"
     (tmp_path / "model.safetensors").write_bytes(b"")
-    assert BACKENDS["marian"].weights_file(tmp_path) == tmp_path / "model.safetensors"
+    assert BACKENDS["seq2seq"].weights_file(tmp_path) == tmp_path / "model.safetensors"
 
 
 def test_the_config_names_every_text_only_backend_of_the_registry() -> None:
@@ -227,11 +230,11 @@ def test_the_config_names_every_text_only_backend_of_the_registry() -> None:
 
 
 def test_mt_system_must_be_a_text_only_backend() -> None:
-    with pytest.raises(SettingError, match=r"^mt_system: got 'mmt', allowed: text-only, marian$"):
+    with pytest.raises(SettingError, match=r"^mt_system: got 'mmt', allowed: text-only, seq2seq$"):
         SystemsConfig(mt_system="mmt")
     with pytest.raises(SettingError, match=r"^mt_system: got 'moses'"):
         SystemsConfig(mt_system="moses")
-    assert SystemsConfig(mt_system="marian").mt_system == "marian"
+    assert SystemsConfig(mt_system="seq2seq").mt_system == "seq2seq"
 
 
 @pytest.mark.parametrize("beam", [0, 65])
@@ -244,13 +247,13 @@ def test_system_backend_reads_system_json(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"system\.json: not found; .* is not a trained system"):
         system_backend(tmp_path)
     (tmp_path / SYSTEM_FILE).write_text(json.dumps({"backend": "moses"}))
-    with pytest.raises(InputError, match=r"system\.json: unknown backend 'moses'; known: mmt, text-only, marian$"):
+    with pytest.raises(InputError, match=r"system\.json: unknown backend 'moses'; known: mmt, text-only, seq2seq$"):
         system_backend(tmp_path)
     (tmp_path / SYSTEM_FILE).write_text("{}")
     with pytest.raises(InputError, match="unknown backend None"):
         system_backend(tmp_path)
-    (tmp_path / SYSTEM_FILE).write_text(json.dumps({"backend": "marian"}))
-    assert system_backend(tmp_path) is BACKENDS["marian"]
+    (tmp_path / SYSTEM_FILE).write_text(json.dumps({"backend": "seq2seq"}))
+    assert system_backend(tmp_path) is BACKENDS["seq2seq"]
     with pytest.raises(InputError, match="not found"):
         load_system(str(tmp_path / "nothing"), None, CPU)
 
@@ -311,7 +314,7 @@ CONFIG = SystemsConfig(
     finetune=TrainConfig(epochs=2, batch_size=8, lr=1e-3, patience=2),
     beam=2,
     mt_system="text-only",
-    marian=MarianSettings(train=TINY_MARIAN),
+    seq2seq=Seq2SeqSettings(train=TINY_MARIAN),
 )
 
 
@@ -431,16 +434,17 @@ def test_every_system_folder_records_its_backend(trained: Trained) -> None:
     files = {"finetune.safetensors", "finetune.json", "text.json", "src.model", "tgt.model"}
     assert files <= {p.name for p in trained.folder("mmt").iterdir()}
     assert isinstance(trained.scores["mmt"], float) and isinstance(trained.scores["text-only"], float)
-    assert trained.scores["marian"] is None
+    assert trained.scores["seq2seq"] is None
+    assert not (trained.folder("seq2seq") / ORIGIN_FILE).exists()  # a Marian trained here: nothing held
 
 
 def test_loaded_systems_are_translators(trained: Trained) -> None:
     mmt = load_system(str(trained.folder("mmt")), str(trained.store), CPU)
     text_only = load_system(str(trained.folder("text-only")), None, CPU)
-    marian = load_system(str(trained.folder("marian")), None, CPU)
+    seq2seq = load_system(str(trained.folder("seq2seq")), None, CPU)
     assert isinstance(mmt, MMTTranslator) and isinstance(text_only, MMTTranslator)
-    assert isinstance(marian, MarianTranslator)
-    for system in (mmt, text_only, marian):
+    assert isinstance(seq2seq, Seq2SeqTranslator)
+    for system in (mmt, text_only, seq2seq):
         assert isinstance(system, Translator)
     assert mmt.regions is not None and text_only.regions is None
     assert (mmt.name, text_only.name) == ("mmt-en-de", "text-only-en-de")
@@ -495,7 +499,7 @@ def test_system_sha256_is_the_weights_file_hash(trained: Trained) -> None:
     for backend, name in (
         ("mmt", "finetune.safetensors"),
         ("text-only", "finetune.safetensors"),
-        ("marian", "model.safetensors"),
+        ("seq2seq", "model.safetensors"),
     ):
         folder = trained.folder(backend)
         assert system_sha256(str(folder)) == hashlib.sha256((folder / name).read_bytes()).hexdigest(), backend
@@ -535,18 +539,57 @@ def test_fine_tuning_starts_from_the_pretrained_text_weights(trained: Trained, t
         torch.testing.assert_close(tuned[name], pretrained[name], rtol=0, atol=1e-9)
 
 
-def test_held_marian_folder_is_copied(trained: Trained, tmp_path: Path) -> None:
-    """A pair in marian.local_dirs copies the held model folder instead of training one."""
+def _held_config(trained: Trained, *, as_is: bool) -> SystemsConfig:
+    """The Marian trained here, held under paths.mt_models as opus-mt-en-de for ``seq2seq.held``."""
     held = trained.root / "held"
     if not held.is_dir():
-        shutil.copytree(trained.folder("marian"), held / "opus-mt-en-de", ignore=shutil.ignore_patterns(SYSTEM_FILE))
-    config = dataclasses.replace(
-        CONFIG, marian=MarianSettings(local_dirs={"en-de": "opus-mt-en-de"}, train=TINY_MARIAN)
+        shutil.copytree(trained.folder("seq2seq"), held / "opus-mt-en-de", ignore=shutil.ignore_patterns(SYSTEM_FILE))
+    finetune = Seq2SeqFinetuneConfig(epochs=1, batch_size=8, max_steps=2, lr=1e-3, warmup_steps=1)
+    settings = Seq2SeqSettings(held={"en-de": "opus-mt-en-de"}, as_is=as_is, finetune=finetune, train=TINY_MARIAN)
+    return dataclasses.replace(CONFIG, mt_system="seq2seq", seq2seq=settings)
+
+
+def test_a_held_model_as_is_keeps_its_weights(trained: Trained, tmp_path: Path) -> None:
+    """seq2seq.as_is: the held model's files copied, its weights byte for byte, recorded as not fine-tuned."""
+    assert (
+        train_system("seq2seq", trained.request(tmp_path / "copied", config=_held_config(trained, as_is=True))) is None
     )
-    assert train_system("marian", trained.request(tmp_path / "copied", config=config)) is None
-    source = held / "opus-mt-en-de" / "model.safetensors"
+    source = trained.root / "held" / "opus-mt-en-de" / "model.safetensors"
     assert (tmp_path / "copied" / "model.safetensors").read_bytes() == source.read_bytes()
-    assert system_sha256(str(tmp_path / "copied")) == system_sha256(str(trained.folder("marian")))
+    assert system_sha256(str(tmp_path / "copied")) == system_sha256(str(trained.folder("seq2seq")))
+    origin = json.loads((tmp_path / "copied" / ORIGIN_FILE).read_text())
+    assert (origin["model"], origin["origin"], origin["fine_tuned"]) == ("opus-mt-en-de", "mt_models", False)
+    assert isinstance(load_system(str(tmp_path / "copied"), None, CPU), Seq2SeqTranslator)
+
+
+def test_a_held_model_is_fine_tuned_on_the_caption_translations(
+    trained: Trained, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default a held model is fine-tuned on the pair's train captions, validated on its val captions."""
+    import mmt.held_models
+
+    seen: dict[str, object] = {}
+    fit = mmt.held_models.fit
+
+    def recording_fit(
+        translator: Seq2SeqTranslator, train: object, val: object, config: object, **kwargs: object
+    ) -> None:
+        seen.update(train=train, val=val, config=config)
+        fit(translator, train, val, config, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mmt.held_models, "fit", recording_fit)
+    config = _held_config(trained, as_is=False)
+    train_system("seq2seq", trained.request(tmp_path / "tuned", config=config))
+    captions = trained.data.captions
+    assert seen == {
+        "train": (captions["train"].src, captions["train"].tgt),
+        "val": (captions["val"].src, captions["val"].tgt),
+        "config": config.seq2seq.finetune,
+    }
+    source = trained.root / "held" / "opus-mt-en-de" / "model.safetensors"
+    assert system_sha256(str(tmp_path / "tuned")) != hashlib.sha256(source.read_bytes()).hexdigest()
+    origin = json.loads((tmp_path / "tuned" / ORIGIN_FILE).read_text())
+    assert origin["fine_tuned"] is True and origin["fine_tuning_pairs"] == len(captions["train"].src)
 
 
 def test_a_checkpoint_copied_beside_another_text_pipeline_is_refused(trained: Trained, tmp_path: Path) -> None:

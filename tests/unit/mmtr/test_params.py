@@ -220,8 +220,17 @@ def test_bad_retrieval_values(tree: dict[str, Any], key_path: str, value: Any, e
         ("retrieval.train.lr", float("nan"), r"retrieval\.train\.lr: got nan"),
         ("retrieval.objective.margin", float("inf"), r"retrieval\.objective\.margin: got inf"),
         ("mmt.finetune.clip", float("nan"), r"mmt\.finetune\.clip: got nan"),
-        ("mmt.mt_system", "mmt", r"mmt\.mt_system: got 'mmt', allowed: text-only, marian"),
-        ("mmt.marian.local_dirs", {"english-german": "x"}, r"mmt\.marian\.local_dirs\.english-german: got"),
+        ("mmt.mt_system", "mmt", r"mmt\.mt_system: got 'mmt', allowed: text-only, seq2seq"),
+        ("mmt.seq2seq.held", {"english-german": "x"}, r"mmt\.seq2seq\.held\.english-german: got"),
+        ("mmt.seq2seq.held", {"en-de": " "}, r"mmt\.seq2seq\.held\.en-de: got ' ', allowed: a folder name or a model"),
+        ("mmt.seq2seq.language_codes", {"t5": {"de": "x"}}, r"mmt\.seq2seq\.language_codes\.t5: got 't5', allowed"),
+        (
+            "mmt.seq2seq.language_codes",
+            {"nllb": {"deu": "x"}},
+            r"language_codes\.nllb\.deu: got 'deu', allowed: an ISO",
+        ),
+        ("mmt.seq2seq.finetune", {"lr": 0}, r"mmt\.seq2seq\.finetune\.lr: got 0\.0, allowed: 0 < lr < 1"),
+        ("mmt.seq2seq.as_is", "yes", r"mmt\.seq2seq\.as_is"),
         ("features.compact.training", {"lr": 2.0}, r"features\.compact\.training\.lr: got 2\.0, allowed: 0 < lr < 1"),
         ("features.compact.encoder", {"widths": []}, r"features\.compact\.encoder\.widths: at least one stage width"),
         ("features.extractor", "clip", r"features\.extractor: got 'clip', allowed: compact, butd, butd-detectron2, "),
@@ -258,15 +267,22 @@ def test_every_section_checks_its_own_ranges(tree: dict[str, Any], key_path: str
         parse_params(edited(tree, key_path, value))
 
 
-def test_marian_settings_reach_its_own_config(tree: dict[str, Any]) -> None:
+def test_seq2seq_settings_reach_their_own_configs(tree: dict[str, Any]) -> None:
+    from mmt.config import Seq2SeqFinetuneConfig
     from mmt.marian import MarianTrainConfig
 
-    with pytest.raises(ParamsError, match=r"mmt\.marian\.train\.lr: got 0\.0, allowed: 0 < lr < 1"):
-        parse_params(edited(tree, "mmt.marian.train", {**tree["mmt"]["marian"]["train"], "lr": 0}))
-    with pytest.raises(ParamsError, match=r"mmt\.marian\.train\.max_len: got 200, allowed: 1 to 127"):
-        parse_params(edited(tree, "mmt.marian.train", {**tree["mmt"]["marian"]["train"], "max_len": 200}))
-    marian = parse_params(tree).mmt.marian.train
-    assert isinstance(marian, MarianTrainConfig) and marian.vocab_size == 1000 and marian.lr == 0.0005
+    with pytest.raises(ParamsError, match=r"mmt\.seq2seq\.train\.lr: got 0\.0, allowed: 0 < lr < 1"):
+        parse_params(edited(tree, "mmt.seq2seq.train", {**tree["mmt"]["seq2seq"]["train"], "lr": 0}))
+    with pytest.raises(ParamsError, match=r"mmt\.seq2seq\.train\.max_len: got 200, allowed: 1 to 127"):
+        parse_params(edited(tree, "mmt.seq2seq.train", {**tree["mmt"]["seq2seq"]["train"], "max_len": 200}))
+    seq2seq = parse_params(tree).mmt.seq2seq
+    assert isinstance(seq2seq.train, MarianTrainConfig) and seq2seq.train.vocab_size == 1000
+    assert isinstance(seq2seq.finetune, Seq2SeqFinetuneConfig) and seq2seq.finetune.lr == 0.00005
+    assert (seq2seq.held, seq2seq.as_is, seq2seq.language_codes) == ({}, False, {})
+    codes = {"nllb": {"de": "deu_Latn"}, "marian-multi": {"fr": "fra"}}
+    edited_tree = edited(edited(tree, "mmt.seq2seq.language_codes", codes), "mmt.seq2seq.held", {"en-de": "org/m"})
+    parsed = parse_params(edited_tree).mmt.seq2seq
+    assert parsed.language_codes == codes and parsed.held == {"en-de": "org/m"}
 
 
 def _dataclasses_reachable_from(kind: type, seen: set[type]) -> set[type]:
@@ -303,6 +319,7 @@ def test_each_setting_lives_in_the_dataclass_of_the_component_that_uses_it() -> 
         "RetrievalConfig",
         "RankingLoss",
         "MarianTrainConfig",
+        "Seq2SeqFinetuneConfig",
         "MMTConfig",
         "CompactTraining",
     } <= {kind.__name__ for kind in reachable}
