@@ -200,7 +200,7 @@ def feature_store(params: Params, corpus: str) -> str:
     return f"{params.paths.features}/{image_set_of(params, corpus)}/{params.features.extractor}"
 
 
-def extractor_reads(params: Params) -> list[str]:
+def extractor_reads(params: Params, root: Path) -> list[str]:
     """The files the extractor reads from ``paths.feature_inputs`` (checkpoint, import files), or of the built-in
     world (the compact preset's training images)."""
     config, inputs = params.features, params.paths.feature_inputs
@@ -213,18 +213,18 @@ def extractor_reads(params: Params) -> list[str]:
     if extractor in ("butd", "butd-detectron2"):
         return [f"{inputs}/{config.butd.checkpoint}"]
     if extractor == "scan-npy":
-        return [f"{inputs}/{path}" for path in scan_files(params)]
+        return [f"{inputs}/{path}" for path in scan_files(params, root)]
     if extractor == "butd-tsv":
         return [f"{inputs}/{name}" for name in config.imported.tsv_files]
     raise ParamsError(f"params.yaml: features.extractor: {extractor!r} reads no files the DAG knows of")
 
 
-def scan_files(params: Params) -> list[str]:
+def scan_files(params: Params, root: Path) -> list[str]:
     """SCAN precomp files per split stem, as the importer reads them (features/scan_pairing.py): ``<stem>_ims.npy``,
     and the ids file where the folder holds one, else the captions file it checks the prepared captions against."""
-    root = Path(params.paths.feature_inputs)
+    inputs = root / params.paths.feature_inputs
     stems = params.features.imported.scan_splits.values()
-    return [path.name for stem in stems for path in pairing_files(root, stem)]
+    return [path.name for stem in stems for path in pairing_files(inputs, stem)]
 
 
 def prepare_reads(params: Params, name: str) -> tuple[str, ...]:
@@ -238,17 +238,21 @@ def prepare_reads(params: Params, name: str) -> tuple[str, ...]:
     return (f"{cache}/{corpus.source.replace('/', '___')}",) if cache else (corpus.source,)
 
 
-def mt_model_folders(params: Params, target: str) -> list[str]:
-    """The held MT model folders of the pair pivot<->``target`` (in ``paths.mt_models``)."""
+def mt_model_folders(params: Params, target: str, root: Path) -> list[str]:
+    """The held MT model folders of the pair pivot<->``target`` (``mmt.seq2seq.held``) that lie in
+    ``paths.mt_models``; a model id read from the Hugging Face cache lives outside the repository (the system's
+    ``origin.json`` records its revision)."""
     pivot = params.languages.pivot
-    held = params.mmt.marian.local_dirs
-    return [
+    held = params.mmt.seq2seq.held
+    folders = [
         f"{params.paths.mt_models}/{held[pair]}" for pair in (f"{pivot}-{target}", f"{target}-{pivot}") if pair in held
     ]
+    return [folder for folder in folders if (root / folder).is_dir()]
 
 
-def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline:
-    """Every stage of the experiment ``params`` describes."""
+def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path = Path()) -> Pipeline:
+    """Every stage of the experiment ``params`` describes (``root``: the repository, where params' relative paths
+    start; where a stage reads a file only if it exists, e.g. a SCAN ids file, it is looked for there)."""
     paths, pivot = params.paths, params.languages.pivot
     roles = params.corpus_roles
     pipeline = Pipeline()
@@ -293,7 +297,7 @@ def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline
         )
 
     extractor = params.features.extractor
-    reads = extractor_reads(params)
+    reads = extractor_reads(params, root)
     given_boxes = params.features.regions.mode == "given"
     for set_name, images in sets.items():
         prepared = [f"{paths.prepared}/{corpus}" for corpus in images.corpora]
@@ -342,7 +346,7 @@ def build_pipeline(params: Params, params_file: str = "params.yaml") -> Pipeline
                     f"{paths.prepared}/{finetune}",
                     f"{paths.prepared}/parallel/{parallel_table_name(pivot, target)}",
                     feature_store(params, finetune),
-                    *mt_model_folders(params, target),
+                    *mt_model_folders(params, target, root),
                 ),
                 ("seed", "device", "precision", "distributed", "languages.pivot", *mmt_settings),
                 outs=tuple(f"{models}/{name}" for name in systems),
@@ -634,13 +638,14 @@ def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict
     return {"foreach": items, "do": do}
 
 
-def dvc_yaml_text(params: Params, params_file: str = "params.yaml") -> str:
-    return render(build_pipeline(params, params_file))
+def dvc_yaml_text(params: Params, params_file: str = "params.yaml", root: Path = Path()) -> str:
+    return render(build_pipeline(params, params_file, root))
 
 
 def stale_dvc_yaml(params: Params, dvc_yaml: Path, params_file: str = "params.yaml") -> bool:
     """Whether ``dvc_yaml`` is not the file params gives (missing, hand-edited, or params changed since)."""
-    return not dvc_yaml.is_file() or dvc_yaml.read_text(encoding="utf-8") != dvc_yaml_text(params, params_file)
+    text = dvc_yaml_text(params, params_file, dvc_yaml.parent)
+    return not dvc_yaml.is_file() or dvc_yaml.read_text(encoding="utf-8") != text
 
 
 def stage_names(dvc_yaml_text: str) -> list[str]:
@@ -672,7 +677,7 @@ def update_dvc_yaml(params_file: Path, *, check_only: bool = False) -> str:
     """
     params = load_params(params_file)
     out = params_file.parent / "dvc.yaml"
-    pipeline = build_pipeline(params, os.path.relpath(params_file, out.parent))
+    pipeline = build_pipeline(params, os.path.relpath(params_file, out.parent), out.parent)
     text = render(pipeline)
     current = out.read_text(encoding="utf-8") if out.is_file() else None
     count = len(pipeline.names())

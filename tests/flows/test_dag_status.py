@@ -104,7 +104,7 @@ def real_params(extractor: str = "butd-tsv") -> dict[str, Any]:
 
 def placeholder_outputs(root: Path) -> None:
     """Every output the DAG declares, as a small file or folder (the DVC record of a run, without the run)."""
-    pipeline = build_pipeline(load_params(root / "params.yaml"))
+    pipeline = build_pipeline(load_params(root / "params.yaml"), root=root)
     for stages in pipeline.groups.values():
         for stage in stages.values():
             for out in (*stage.outs, *stage.uncached, *stage.metrics, *(plot.path for plot in stage.plots)):
@@ -244,6 +244,13 @@ def test_scan_precomp_features_depend_on_their_split_files(project: Project) -> 
     assert [dep for dep in deps if dep.startswith(inputs)] == [
         f"{inputs}/{stem}_{kind}" for stem in ("train", "dev", "test") for kind in ("ims.npy", "caps.txt")
     ]
+    assert "data/prepared/multi30k/captions.parquet" in deps  # what the captions files are checked against
+    for stem in ("train", "dev", "test"):  # a release with ids files (COCO precomp): those are read instead
+        (project.root / inputs / f"{stem}_ids.txt").write_text("1\n")
+    assert "written" in project.edit(real_params("scan-npy"))
+    dvc_yaml = yaml.safe_load((project.root / "dvc.yaml").read_text(encoding="utf-8"))
+    deps = dvc_yaml["stages"]["features"]["foreach"]["multi30k"]["deps"]
+    assert f"{inputs}/dev_ids.txt" in deps and f"{inputs}/dev_caps.txt" not in deps
 
 
 def test_a_stage_refuses_a_stale_dag(project: Project) -> None:
