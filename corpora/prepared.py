@@ -145,11 +145,13 @@ def write_caption_variant(
     """Write a caption variant as one file per language: every language it holds and every one of ``languages``
     (empty where it holds none, so that a run's dependency on it exists)."""
     folder = Path(out_dir)
+    tables.validate_captions(captions, images=images, source=str(folder))  # whole: every parent is in it
     folder.mkdir(parents=True, exist_ok=True)
     held = pc.unique(captions.column("lang")).to_pylist()
     for lang in sorted({*held, *languages}):
-        rows = captions.filter(pc.equal(captions.column("lang"), lang))
-        tables.write_captions(rows, folder / caption_variant_file(lang), images=images)
+        tables.write_parquet(
+            captions.filter(pc.equal(captions.column("lang"), lang)), folder / caption_variant_file(lang)
+        )
 
 
 def variant_languages(folder: str | os.PathLike[str]) -> list[str]:
@@ -161,7 +163,8 @@ def variant_languages(folder: str | os.PathLike[str]) -> list[str]:
 def read_caption_variant(
     folder: str | os.PathLike[str], *, languages: Sequence[str] | None = None, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """A caption variant's captions in ``languages`` (None: all it holds), languages in sorted order.
+    """A caption variant's captions in ``languages`` (None: all it holds, checked whole; else each part is checked,
+    but a synthesized caption's parent may be in a language not read), languages in sorted order.
 
     Raises:
         InputError: no such folder, or no file for one of ``languages`` (the variant was written without it).
@@ -178,8 +181,11 @@ def read_caption_variant(
         raise InputError(
             f"{root}: no captions file for {missing} (holds {held}); rerun augment with them in retrieval.languages"
         )
-    parts = [tables.read_captions(root / caption_variant_file(lang)) for lang in wanted]
-    table = pa.concat_tables(parts) if parts else tables.read_captions(root / caption_variant_file(held[0])).slice(0, 0)
+    parts = [tables.read_captions(root / caption_variant_file(lang), parents_held=False) for lang in wanted]
+    first = root / caption_variant_file(held[0])
+    table = pa.concat_tables(parts) if parts else tables.read_captions(first, parents_held=False).slice(0, 0)
+    if languages is None:
+        tables.validate_captions(table, source=str(root))
     return table.select(list(columns)) if columns is not None else table
 
 

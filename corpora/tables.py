@@ -247,8 +247,12 @@ def validate_images(table: pa.Table, *, source: str) -> None:
             raise InputError(f"{source}: row {_first_row(nonpositive)}: {column} must be positive")
 
 
-def validate_captions(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
-    """Check schema, vocabularies, provenance rules, unique ids and (with ``images``) image references."""
+def validate_captions(
+    table: pa.Table, *, images: pa.Table | None = None, source: str, parents_held: bool = True
+) -> None:
+    """Check schema, vocabularies, provenance rules, unique ids and (with ``images``) image references.
+    ``parents_held`` False: the table is one language's part of a caption variant, whose synthesized captions'
+    parents are in the other languages' parts (every other rule still holds)."""
     _check_schema(table, CAPTIONS_SCHEMA, source)
     _check_splits(table, source)
     _check_allowed(table, "origin", ORIGINS, source)
@@ -256,12 +260,12 @@ def validate_captions(table: pa.Table, *, images: pa.Table | None = None, source
     _check_allowed(table, "lang", ISO_639_1, source)
     _check_unique(table, "caption_id", source)
     _check_nonempty_text(table, "text", source)
-    _check_provenance(table, source)
+    _check_provenance(table, source, parents_held=parents_held)
     if images is not None:
         _check_image_references(table, images, source)
 
 
-def _check_provenance(table: pa.Table, source: str) -> None:
+def _check_provenance(table: pa.Table, source: str, *, parents_held: bool) -> None:
     human = pc.equal(table.column("origin"), "human")
     hop_zero = pc.equal(table.column("hop"), 0)
     rules = [
@@ -276,6 +280,8 @@ def _check_provenance(table: pa.Table, source: str) -> None:
         if pc.any(violated).as_py():
             row = _first_row(violated)
             raise InputError(f"{source}: row {row} (caption {table.column('caption_id')[row].as_py()!r}): {rule}")
+    if not parents_held:
+        return
     parents = table.column("parent_id").drop_null()
     unknown = pc.invert(pc.is_in(parents, value_set=table.column("caption_id")))
     if len(parents) and pc.any(unknown).as_py():
@@ -392,9 +398,11 @@ def read_images(path: str | os.PathLike[str]) -> pa.Table:
     return table
 
 
-def read_captions(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
+def read_captions(
+    path: str | os.PathLike[str], *, images: pa.Table | None = None, parents_held: bool = True
+) -> pa.Table:
     table = _read(path)
-    validate_captions(table, images=images, source=str(path))
+    validate_captions(table, images=images, source=str(path), parents_held=parents_held)
     return table
 
 

@@ -1,4 +1,5 @@
-"""Profiles: the papers' experiments as params overlays, one file per table under ``profiles/``.
+"""Profiles: the papers' experiments as params overlays, one file per table under ``profiles/`` (on the built-in
+world: ``table<n>``; on real data: ``real_<corpus>``), and the papers' sizes for a GPU (``paper_sizes``).
 
 A profile is a partial params tree. Applying it merges it into a params file (mappings key by key, any other
 value replaced; `corpora`, `corpus_roles` and `retrieval.objective.per_model` are replaced whole, and every
@@ -28,6 +29,12 @@ PROFILES = Path(__file__).resolve().parent  # the profile files ship inside the 
 
 def profile_names(folder: Path = PROFILES) -> list[str]:
     return sorted(path.stem for path in folder.glob("*.yaml"))
+
+
+def experiment_names(folder: Path = PROFILES) -> list[str]:
+    """The experiment profiles: each names its corpora and sets the same keys as every other, so that applying one
+    replaces the last. The others (``paper_sizes``) set sizes and schedules alone, none of an experiment's keys."""
+    return [name for name in profile_names(folder) if "corpora" in load_profile(name, folder)]
 
 
 def profile_summary(name: str, folder: Path = PROFILES) -> str:
@@ -60,7 +67,10 @@ def _profile_path(name: str, folder: Path) -> Path:
 
 # Sections a profile replaces whole (keys it leaves out are dropped): the corpora of one experiment are not a
 # patch on another's, and neither are its per-model losses.
-REPLACED_WHOLE = frozenset({"corpora", "corpus_roles", "retrieval.objective.per_model"})
+# "corpora.*": each corpus entry too (an image_set of one experiment's corpus must not stay on the next one's).
+REPLACED_WHOLE = frozenset(
+    {"corpora", "corpora.*", "corpus_roles", "prepare.multi30k.eval_sets", "retrieval.objective.per_model"}
+)
 
 
 def merge(
@@ -72,7 +82,8 @@ def merge(
 ) -> None:
     """Merge ``overlay`` into ``base`` in place: mappings key by key, every other value replaced. A mapping whose key
     path is in ``replaced`` loses the keys ``overlay`` leaves out (the rest merge as usual, keeping comments)."""
-    if prefix.rstrip(".") in replaced:
+    path = prefix.rstrip(".")
+    if path in replaced or (path and f"{path.rpartition('.')[0]}.*" in replaced):
         for key in [key for key in base if key not in overlay]:
             del base[key]
     for key, value in overlay.items():

@@ -60,7 +60,10 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str)
     params = write_params(root / "params.yaml", tiny_params_tree(raw=raw))
     generate.main(flags(params=params, out=raw))
     prepare.main(flags(params=params, corpus="synthetic", out=prepared))
-    prepare_parallel.main(flags(params=params, parallel=raw / "parallel", out=parallel))
+    for target in ("de", "fr", "cs"):  # languages.targets: one stage per pair
+        prepare_parallel.main(
+            flags(params=params, target=target, parallel=raw / "parallel", out=parallel / f"en-{target}.parquet")
+        )
     return TinyDataset(root, params, raw, prepared, parallel)
 
 

@@ -42,7 +42,8 @@ def test_prepare_writes_all_tables_with_expected_counts(prepared: Path) -> None:
     assert corpus.parallel == {}  # the text-only corpus is prepared on its own
 
 
-def test_prepare_parallel_writes_every_pair(tiny_dataset: TinyDataset) -> None:
+def test_prepare_parallel_writes_one_file_per_pair(tiny_dataset: TinyDataset) -> None:
+    """One `prepare_parallel@<target>` per pair, each writing its own file of the shared folder."""
     parallel = read_parallel_tables(tiny_dataset.parallel)
     assert sorted(parallel) == ["en-cs", "en-de", "en-fr"]
     assert parallel["en-de"].num_rows == sum(TINY_PAIRS.values())
@@ -53,9 +54,9 @@ def test_prepare_publishes_count_table_artifact(prepared: Path) -> None:
     assert isinstance(rows, list) and len(rows) == 3 * 4  # splits x languages
     train_de = next(row for row in rows if row["split"] == "train" and row["lang"] == "de")
     assert train_de == {"split": "train", "lang": "de", "images": 6, "comparable": 30, "translation": 6}
-    parallel = asyncio.run(_latest_artifact("prepare-parallel"))
+    parallel = asyncio.run(_latest_artifact("prepare-parallel-fr"))
     assert {"pair": "en-fr", "split": "val", "pairs": TINY_PAIRS["val"]} in parallel
-    assert len(parallel) == 3 * 3  # pairs x splits
+    assert len(parallel) == 3  # the pair's splits
 
 
 def test_bad_params_stop_the_stage_with_the_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,8 +11,7 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
-from corpora.prepared import read_prepared
-from corpora.tables import write_captions
+from corpora.prepared import read_prepared, write_caption_variant
 from flows import export
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
@@ -23,7 +23,7 @@ def augmented(tiny_dataset: TinyDataset, root: Path) -> Path:
     """`augment`'s folder without the models: `none` (the prepared captions) and an `mmt_f` with three
     translations standing in for the MMT's."""
     corpus = read_prepared(tiny_dataset.prepared)
-    write_captions(corpus.captions, root / "none" / "captions.parquet", images=corpus.images)
+    write_caption_variant(corpus.captions, root / "none", languages=["en", "de"], images=corpus.images)
     captions = corpus.captions
     pivot = captions.filter(
         pc.and_(pc.equal(captions.column("split"), "train"), pc.equal(captions.column("lang"), "en"))
@@ -44,7 +44,8 @@ def augmented(tiny_dataset: TinyDataset, root: Path) -> Path:
         },
         schema=captions.schema,
     )
-    write_captions(pa.concat_tables([captions, synthesized]), root / "mmt_f" / "captions.parquet", images=corpus.images)
+    variant = pa.concat_tables([captions, synthesized])
+    write_caption_variant(variant, root / "mmt_f", languages=["en", "de"], images=corpus.images)
     return root
 
 
@@ -98,10 +99,10 @@ def test_export_of_a_missing_variant_is_a_one_line_error(
     tiny_dataset: TinyDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = run_export(tiny_dataset, tmp_path, variants=["mmt_f"])
-    (tmp_path / "augmented" / "mmt_f" / "captions.parquet").unlink()
+    shutil.rmtree(tmp_path / "augmented" / "mmt_f")
     with pytest.raises(SystemExit) as stopped:
         export.main(argv)
     assert stopped.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith("python -m flows.export: error: ") and "mmt_f/captions.parquet: file not found" in error
+    assert error.startswith("python -m flows.export: error: ") and "mmt_f: folder not found" in error
     assert not (tmp_path / "exports").exists()

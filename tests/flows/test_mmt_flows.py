@@ -12,7 +12,7 @@ import pytest
 
 from common.metrics_files import read_metrics
 from common.runtime import Runtime, cpu_threads, use_cpu_threads
-from corpora.tables import read_captions
+from corpora.prepared import read_caption_variant
 from flows import augment, synthesize, train_mmt, translate_queries
 from mmt.held_models import ORIGIN_FILE
 from mmt.systems import load_system
@@ -85,9 +85,7 @@ def test_synthesized_captions_have_provenance(trained: Path) -> None:
 def test_variants_and_diversity(trained: Path) -> None:
     variants = ("none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b")
     assert sorted(path.name for path in (trained / "augmented").iterdir()) == sorted(variants)
-    sizes = {
-        variant: read_captions(trained / "augmented" / variant / "captions.parquet").num_rows for variant in variants
-    }
+    sizes = {variant: read_caption_variant(trained / "augmented" / variant).num_rows for variant in variants}
     assert sizes["mmt_f"] == sizes["none"] + 30 and sizes["mmt_fb"] == sizes["none"] + 60 == sizes["mt_fb"]
     assert sizes["mmt_b"] == sizes["none"] + 30 == sizes["mt_b"]
     diversity = json.loads((trained / "metrics" / "augment.json").read_text())
@@ -160,10 +158,10 @@ def test_three_hops_and_a_variant_of_the_pivot_paraphrases_alone(
         )
     )
     assert sorted(path.name for path in (tmp_path / "augmented").iterdir()) == ["mmt_fbf", "none", "paraphrases"]
-    human = read_captions(tmp_path / "augmented" / "none" / "captions.parquet")
-    fbf = read_captions(tmp_path / "augmented" / "mmt_fbf" / "captions.parquet")
+    human = read_caption_variant(tmp_path / "augmented" / "none")
+    fbf = read_caption_variant(tmp_path / "augmented" / "mmt_fbf")
     assert fbf.num_rows == human.num_rows + 3 * 30
-    paraphrases = read_captions(tmp_path / "augmented" / "paraphrases" / "captions.parquet")
+    paraphrases = read_caption_variant(tmp_path / "augmented" / "paraphrases")
     added = paraphrases.filter(pc.not_equal(paraphrases.column("origin"), "human")).to_pylist()
     assert len(added) == 30 and paraphrases.num_rows == human.num_rows + 30
     assert {(row["origin"], row["hop"], row["lang"]) for row in added} == {("mmt", 2, "en")}

@@ -90,7 +90,7 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
 
     prepared, prepared_parallel, models = tmp_path / "prepared", tmp_path / "parallel", tmp_path / "models"
     prepare.main(flags(params=params, corpus="multi30k", out=prepared))
-    prepare_parallel.main(flags(params=params, parallel=parallel, out=prepared_parallel))
+    prepare_parallel.main(flags(params=params, target="de", parallel=parallel, out=prepared_parallel / "en-de.parquet"))
     images = pq.read_table(prepared / "images.parquet")
     assert images.num_rows == TRAIN_SENTENCES + VAL_SENTENCES + 1000
     assert images.column("width").null_count == images.num_rows  # no image was opened

@@ -12,8 +12,18 @@ import yaml
 
 from common.errors import InputError
 from mmtr import cli
+from mmtr.dag import build_pipeline
 from mmtr.params import ParamsError, load_params
-from mmtr.profiles import PROFILES, REPLACED_WHOLE, apply_profile, load_profile, merge, profile_names, profile_summary
+from mmtr.profiles import (
+    PROFILES,
+    REPLACED_WHOLE,
+    apply_profile,
+    experiment_names,
+    load_profile,
+    merge,
+    profile_names,
+    profile_summary,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -37,8 +47,11 @@ def test_every_shipped_profile_applies_to_the_repository_params(name: str, param
     assert params == load_params(params_file)
     overlay = load_profile(name)
     written = yaml.safe_load(params_file.read_text(encoding="utf-8"))
-    assert written["retrieval"]["models"] == overlay["retrieval"]["models"]
-    assert written["retrieval"]["roles"] == overlay["retrieval"]["roles"]
+    if name in experiment_names():
+        assert written["retrieval"]["models"] == overlay["retrieval"]["models"]
+        assert written["retrieval"]["roles"] == overlay["retrieval"]["roles"]
+    else:
+        assert written["retrieval"]["train"]["epochs"] == overlay["retrieval"]["train"]["epochs"]
     assert profile_summary(name), f"profiles/{name}.yaml: first comment line says what it reproduces"
 
 
@@ -106,7 +119,8 @@ def _key_paths(tree: dict[str, Any], prefix: str = "") -> set[str]:
     """Every leaf key path of a profile, the sections replaced whole counted as one."""
     paths = set()
     for key, value in tree.items():
-        if isinstance(value, dict) and f"{prefix}{key}" not in REPLACED_WHOLE:
+        whole = f"{prefix}{key}" in REPLACED_WHOLE or f"{prefix.rstrip('.')}.*" in REPLACED_WHOLE
+        if isinstance(value, dict) and not whole:
             paths |= _key_paths(value, f"{prefix}{key}.")
         else:
             paths.add(f"{prefix}{key}")
@@ -114,18 +128,52 @@ def _key_paths(tree: dict[str, Any], prefix: str = "") -> set[str]:
 
 
 def test_profiles_set_the_same_keys_so_none_leaks_into_the_next() -> None:
-    names = profile_names()
+    names = experiment_names()
     keys = {name: _key_paths(load_profile(name)) for name in names}
     for name in names:
         assert keys[name] == keys[names[0]], f"profiles/{name}.yaml sets other keys than profiles/{names[0]}.yaml"
+    for name in sorted(set(profile_names()) - set(names)):  # a sizes profile: none of an experiment's keys
+        assert not _key_paths(load_profile(name)) & keys[names[0]], f"profiles/{name}.yaml sets an experiment's keys"
+    assert {"table1", "table3", "real_flickr30k", "real_coco"} <= set(names) and "paper_sizes" not in names
 
 
-@pytest.mark.parametrize("first", profile_names())
+def test_the_paper_sizes_are_the_papers() -> None:
+    """Huang et al. 2020 section 4.2: 512-d states, 300-d words, Adam 5e-4 then 5e-5 after epoch 15, batch 128, 24
+    epochs, captions cut at 100 tokens, words seen under 4 times unknown."""
+    sizes = load_profile("paper_sizes")["retrieval"]
+    assert all(config["word_dim"] == 300 and config["hidden"] == 512 for config in sizes["configs"].values())
+    assert sizes["train"] == {
+        "epochs": 24,
+        "batch_size": 128,
+        "lr": 0.0005,
+        "lr_decay_epoch": 15,
+        "lr_decay": 0.1,
+        "warmup_epochs": 0,
+        "patience": 0,
+    }
+    assert sizes["vocab"] == {"min_count": 4, "max_len": 100}
+    for name in ("real_flickr30k", "real_coco"):
+        features = load_profile(name)["features"]
+        assert features["extractor"] == "butd" and features["regions"] == {"mode": "fixed", "count": 36}
+
+
+@pytest.mark.parametrize("name", ["real_flickr30k", "real_coco"])
+def test_a_real_data_profile_gives_a_dag_without_the_built_in_world(name: str, params_file: Path) -> None:
+    params = apply_profile(name, params_file, params_file)
+    assert not params.builtin_world_in_use()
+    stages = build_pipeline(params).names()
+    assert "generate" not in stages
+    features = sorted(stage for stage in stages if stage.startswith("features@"))
+    # Multi30K and Flickr30K read one image folder: one store; COCO has its own images
+    assert features == (["features@flickr30k"] if name == "real_flickr30k" else ["features@coco", "features@multi30k"])
+
+
+@pytest.mark.parametrize("first", experiment_names())
 def test_a_profile_applied_after_another_gives_what_it_gives_alone(
     first: str, params_file: Path, tmp_path: Path
 ) -> None:
     """Profiles do not accumulate: corpora, roles and retrieval settings of an earlier profile are all replaced."""
-    for second in profile_names():
+    for second in experiment_names():
         alone, after = tmp_path / f"{second}-alone.yaml", tmp_path / f"{first}-{second}.yaml"
         apply_profile(second, params_file, alone)
         apply_profile(first, params_file, after)
