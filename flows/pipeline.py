@@ -26,7 +26,7 @@ from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
 from common.files import write_json
-from mmtr.dag import update_dvc_yaml
+from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.errors import ParamsError
 from mmtr.stage import PIPELINE_RUN_ENV
 from tasks import progress_artifact

@@ -267,13 +267,13 @@ def profile(args: argparse.Namespace) -> None:
 
 def dag(args: argparse.Namespace) -> None:
     """Write dvc.yaml from the params file (or, with --check, exit 1 when it is not the one they give)."""
-    from mmtr.dag import update_dvc_yaml
+    from mmtr.dvc_yaml import update_dvc_yaml
 
     print(update_dvc_yaml(Path(args.params), check_only=args.check))
 
 
 def write_dag(params_file: Path) -> None:
-    from mmtr.dag import update_dvc_yaml
+    from mmtr.dvc_yaml import update_dvc_yaml
 
     print(update_dvc_yaml(params_file))
 

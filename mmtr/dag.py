@@ -13,38 +13,25 @@ own length, so the DAG is generated here from the validated :class:`~mmtr.params
 - a retrieval run depends on its variant's captions in the languages it reads (``retrieval.languages``), its own
   model and role settings, and the shared training settings.
 
-``mmtr dag`` writes dvc.yaml; every stage command checks that dvc.yaml is still the one params.yaml gives, so a
-params edit that changes the DAG is never run against a stale one.
+:mod:`mmtr.dvc_yaml` writes the stages as dvc.yaml (``mmtr dag``), and every stage command checks that dvc.yaml is
+still the one params.yaml gives, so a params edit that changes the DAG is never run against a stale one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-import yaml
-
-from common.files import write_text
 from corpora.prepared import caption_variant_file, parallel_table_name
 from features.scan_pairing import pairing_files
 from mmtr.errors import ParamsError
-from mmtr.params import Params, load_params
+from mmtr.params import Params
 from retrieval.config import RetrievalConfig
 from retrieval.roles import PRESETS
 
-HEADER = """\
-# The pipeline DAG, generated from params.yaml by `mmtr dag`: do not edit; edit params.yaml and run `mmtr dag`
-# (`python -m flows.pipeline` and `make demo` do it for you; every stage refuses to run on a stale dvc.yaml).
-# Each stage runs one Prefect flow (python -m flows.<stage>) and depends on exactly the files and settings it
-# reads, so `dvc repro` reruns what a change touches and nothing else (docs/pipeline.md, "The DAG").
-# A `foreach` group lists each stage's own data deps in its item and the group's code once in `do`; DVC takes
-# one list length for the group, so a stage that reads fewer files than its siblings repeats its flow file.
-"""
-
-_STAGE_CODE: dict[str, tuple[str, ...]] = {
+# the code each stage runs (tests/repository/test_stage_deps.py checks it against the imports of its flow)
+STAGE_CODE: dict[str, tuple[str, ...]] = {
     "generate": ("corpora", "common", "flows/generate.py", "tasks/__init__.py", "tasks/data.py"),
     "prepare": ("corpora", "common", "flows/prepare.py", "tasks/__init__.py", "tasks/data.py"),
     "prepare_parallel": ("corpora", "common", "flows/prepare_parallel.py", "tasks/__init__.py", "tasks/data.py"),
@@ -122,7 +109,7 @@ class Stage:
     """One stage as DVC resolves it: its command and exactly what it reads and writes."""
 
     cmd: str
-    deps: tuple[str, ...]  # the data it reads (the code it runs is its group's, _STAGE_CODE)
+    deps: tuple[str, ...]  # the data it reads (the code it runs is its group's, STAGE_CODE)
 
     def __post_init__(self) -> None:
         for name in ("deps", "params", "outs", "uncached", "metrics"):
@@ -250,15 +237,59 @@ def mt_model_folders(params: Params, target: str, root: Path) -> list[str]:
     return [folder for folder in folders if (root / folder).is_dir()]
 
 
-def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path = Path()) -> Pipeline:
-    """Every stage of the experiment ``params`` describes (``root``: the repository, where params' relative paths
-    start; where a stage reads a file only if it exists, e.g. a SCAN ids file, it is looked for there)."""
-    paths, pivot = params.paths, params.languages.pivot
-    roles = params.corpus_roles
-    pipeline = Pipeline()
-    p = f"--params {params_file}"
-    sets = image_sets(params)
+@dataclass(frozen=True)
+class _Context:
+    """What every stage builder reads: the params, the ``--params`` flag of the commands, the repository root."""
 
+    params: Params
+    flag: str
+    root: Path
+
+    @property
+    def finetune(self) -> str:
+        return self.params.corpus_roles.mmt_finetune
+
+    @property
+    def target_corpus(self) -> str:
+        return self.params.corpus_roles.target
+
+    @property
+    def models(self) -> str:
+        return f"{self.params.paths.models}/mmt"
+
+    @property
+    def target_store(self) -> str:
+        return feature_store(self.params, self.target_corpus)
+
+
+def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path = Path()) -> Pipeline:
+    """Every stage of the experiment ``params`` describes, in DAG order (``root``: the repository, where params'
+    relative paths start; where a stage reads a file only if it exists, e.g. a SCAN ids file, it is looked for
+    there)."""
+    pipeline = Pipeline()
+    context = _Context(params, f"--params {params_file}", root)
+    for add_stages in (
+        _generate,
+        _prepare,
+        _prepare_parallel,
+        _features,
+        _train_mmt,
+        _synthesize,
+        _augment,
+        _export,
+        _translate_queries,
+        _train_retrieval,
+        _report,
+    ):
+        add_stages(context, pipeline)
+    return pipeline
+
+
+def _generate(c: _Context, pipeline: Pipeline) -> None:
+    """The built-in world, when a corpus or the parallel text is read from it."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
     if params.builtin_world_in_use():
         pipeline.add(
             "generate",
@@ -270,6 +301,12 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             ),
         )
 
+
+def _prepare(c: _Context, pipeline: Pipeline) -> None:
+    """One per corpus: its source (and image sizes), every language it holds."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
     for name, corpus in params.corpora.items():
         pipeline.add(
             "prepare",
@@ -282,6 +319,13 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             key=name,
         )
 
+
+def _prepare_parallel(c: _Context, pipeline: Pipeline) -> None:
+    """One per target language: that pair of the text-only corpus."""
+    params = c.params
+    paths = c.params.paths
+    pivot = c.params.languages.pivot
+    p = c.flag
     for target in params.mmt.targets:
         pair = parallel_table_name(pivot, target)
         pipeline.add(
@@ -296,10 +340,16 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             key=target,
         )
 
+
+def _features(c: _Context, pipeline: Pipeline) -> None:
+    """One per image set: every image its corpora list, from the files its extractor reads."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
     extractor = params.features.extractor
-    reads = extractor_reads(params, root)
+    reads = extractor_reads(params, c.root)
     given_boxes = params.features.regions.mode == "given"
-    for set_name, images in sets.items():
+    for set_name, images in image_sets(params).items():
         prepared = [f"{paths.prepared}/{corpus}" for corpus in images.corpora]
         store = f"{paths.features}/{set_name}/{extractor}"
         metrics = f"{paths.metrics}/features/{set_name}-{extractor}.json"
@@ -329,8 +379,15 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             key=set_name,
         )
 
-    finetune, target_corpus = roles.mmt_finetune, roles.target
-    models = f"{paths.models}/mmt"
+
+def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
+    """One per target language: both directions' MMT and text-only MT, from that pair's text and held models."""
+    params = c.params
+    paths = c.params.paths
+    pivot = c.params.languages.pivot
+    p = c.flag
+    finetune = c.finetune
+    models = c.models
     mmt_settings = tuple(f"mmt.{f.name}" for f in dataclasses.fields(params.mmt) if f.name != "targets")
     for target in params.mmt.targets:
         directions = [f"{pivot}-{target}", f"{target}-{pivot}"]
@@ -346,7 +403,7 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
                     f"{paths.prepared}/{finetune}",
                     f"{paths.prepared}/parallel/{parallel_table_name(pivot, target)}",
                     feature_store(params, finetune),
-                    *mt_model_folders(params, target, root),
+                    *mt_model_folders(params, target, c.root),
                 ),
                 ("seed", "device", "precision", "distributed", "languages.pivot", *mmt_settings),
                 outs=tuple(f"{models}/{name}" for name in systems),
@@ -367,7 +424,16 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             key=target,
         )
 
-    target_store = feature_store(params, target_corpus)
+
+def _synthesize(c: _Context, pipeline: Pipeline) -> None:
+    """One per target language: the target corpus's captions forward and back."""
+    params = c.params
+    paths = c.params.paths
+    pivot = c.params.languages.pivot
+    p = c.flag
+    target_corpus = c.target_corpus
+    models = c.models
+    target_store = c.target_store
     for target in params.mmt.targets:
         pipeline.add(
             "synthesize",
@@ -391,6 +457,13 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             key=target,
         )
 
+
+def _augment(c: _Context, pipeline: Pipeline) -> None:
+    """The caption variants, one file per language."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
+    target_corpus = c.target_corpus
     synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in params.mmt.targets)
     pipeline.add(
         "augment",
@@ -411,6 +484,14 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
         ),
     )
 
+
+def _export(c: _Context, pipeline: Pipeline) -> None:
+    """The variants as Hugging Face dataset folders."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
+    target_corpus = c.target_corpus
+    target_store = c.target_store
     target_images = params.corpora[target_corpus].images
     pipeline.add(
         "export",
@@ -428,6 +509,15 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
         ),
     )
 
+
+def _translate_queries(c: _Context, pipeline: Pipeline) -> None:
+    """Translate-search's test queries, through the mt systems into the pivot."""
+    params = c.params
+    paths = c.params.paths
+    pivot = c.params.languages.pivot
+    p = c.flag
+    target_corpus = c.target_corpus
+    models = c.models
     queries_from = tuple(f"{models}/mt-{lang}-{pivot}" for lang in params.retrieval.translate_search.languages)
     pipeline.add(
         "translate_queries",
@@ -440,6 +530,13 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
         ),
     )
 
+
+def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
+    """One per model x variant x role: its languages' captions, its own settings and the shared ones."""
+    params = c.params
+    paths = c.params.paths
+    p = c.flag
+    target_store = c.target_store
     retrieval = params.retrieval
     shared = _shared_retrieval_settings(retrieval)
     word_vectors = tuple(
@@ -495,6 +592,11 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
                     key=run,
                 )
 
+
+def _report(c: _Context, pipeline: Pipeline) -> None:
+    """Every run's metrics gathered."""
+    paths, p, target_corpus = c.params.paths, c.flag, c.target_corpus
+    synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in c.params.mmt.targets)
     pipeline.add(
         "report",
         Stage(
@@ -514,7 +616,6 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
             outs=(paths.reports,),
         ),
     )
-    return pipeline
 
 
 # the `features` sections of the other extractors: a stage depends on its own extractor's section alone
@@ -533,158 +634,3 @@ def _shared_retrieval_settings(retrieval: RetrievalConfig) -> tuple[str, ...]:
     """The retrieval settings every run reads: all but the lists of runs and the per-model and per-role entries."""
     per_run = ("models", "variants", "roles", "configs", "custom_roles")
     return tuple(f"retrieval.{f.name}" for f in dataclasses.fields(retrieval) if f.name not in per_run)
-
-
-def render(pipeline: Pipeline) -> str:
-    """dvc.yaml's text: plain stages, and a ``foreach`` per group of several (or keyed) stages."""
-    stages: dict[str, object] = {}
-    for group, members in pipeline.groups.items():
-        if list(members) == [None]:
-            stages[group] = _plain(members[None], _STAGE_CODE[group])
-        else:
-            stages[group] = _foreach(group, {str(key): stage for key, stage in members.items()}, _STAGE_CODE[group])
-    return HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
-
-
-def _outs(stage: Stage, path: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[object]]:
-    """outs / metrics / plots entries of ``stage`` (or, with ``path``, of a template reading them from ``item``)."""
-    out = path or {
-        "outs": stage.outs,
-        "uncached": stage.uncached,
-        "metrics": stage.metrics,
-        "plots": [plot.path for plot in stage.plots],
-    }
-    entries: dict[str, list[object]] = {}
-    cached: list[object] = [*out["outs"], *({name: {"cache": False}} for name in out["uncached"])]
-    if cached:
-        entries["outs"] = cached
-    if out["metrics"]:
-        entries["metrics"] = [{name: {"cache": False}} for name in out["metrics"]]
-    if out["plots"]:
-        entries["plots"] = [
-            {
-                name: {
-                    "cache": False,
-                    "x": plot.x,
-                    "y": plot.y,
-                    "title": plot.title,
-                    "x_label": plot.x_label,
-                    "y_label": plot.y_label,
-                }
-            }
-            for name, plot in zip(out["plots"], stage.plots, strict=True)
-        ]
-    return entries
-
-
-def _plain(stage: Stage, code: Sequence[str]) -> dict[str, object]:
-    deps = _unique([*stage.deps, *code])
-    return {"cmd": stage.cmd, "deps": deps, "params": _unique(stage.params), **_outs(stage)}
-
-
-def _unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(values))
-
-
-def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict[str, object]:
-    """A ``foreach`` over the stages' own lists, the group's code listed once; data deps and params are padded to
-    the group's longest (repeating the flow file and ``seed``, which change nothing); outputs have one shape."""
-    first = next(iter(members.values()))
-    shape = {name: len(getattr(first, name)) for name in ("outs", "uncached", "metrics")}
-    for key, stage in members.items():
-        for name, count in shape.items():
-            if len(getattr(stage, name)) != count:
-                raise AssertionError(f"{group}@{key}: {name} differ in number from its group's")
-        if [(p.x, p.y, p.title) for p in stage.plots] != [(p.x, p.y, p.title) for p in first.plots]:
-            raise AssertionError(f"{group}@{key}: plots differ from its group's")
-    flow_file = next(dep for dep in code if dep.startswith("flows/"))
-    data = {key: [dep for dep in _unique(stage.deps) if dep not in code] for key, stage in members.items()}
-    own_params = {key: _unique(stage.params) for key, stage in members.items()}
-    deps_length = max(len(deps) for deps in data.values())
-    params_length = max(len(values) for values in own_params.values())
-    items = {
-        key: {
-            "cmd": stage.cmd,
-            "deps": [*data[key], *[flow_file] * (deps_length - len(data[key]))],
-            "params": [*own_params[key], *["seed"] * (params_length - len(own_params[key]))],
-            **{
-                name: list(values)
-                for name, values in (
-                    ("outs", stage.outs),
-                    ("uncached", stage.uncached),
-                    ("metrics", stage.metrics),
-                    ("plots", [plot.path for plot in stage.plots]),
-                )
-                if values
-            },
-        }
-        for key, stage in members.items()
-    }
-    template = {
-        name: [f"${{item.{name}[{index}]}}" for index in range(count)]
-        for name, count in (
-            ("outs", len(first.outs)),
-            ("uncached", len(first.uncached)),
-            ("metrics", len(first.metrics)),
-            ("plots", len(first.plots)),
-        )
-    }
-    do: dict[str, object] = {
-        "cmd": "${item.cmd}",
-        "deps": [*(f"${{item.deps[{index}]}}" for index in range(deps_length)), *code],
-        "params": [f"${{item.params[{index}]}}" for index in range(params_length)],
-        **_outs(first, template),
-    }
-    return {"foreach": items, "do": do}
-
-
-def dvc_yaml_text(params: Params, params_file: str = "params.yaml", root: Path = Path()) -> str:
-    return render(build_pipeline(params, params_file, root))
-
-
-def stale_dvc_yaml(params: Params, dvc_yaml: Path, params_file: str = "params.yaml") -> bool:
-    """Whether ``dvc_yaml`` is not the file params gives (missing, hand-edited, or params changed since)."""
-    text = dvc_yaml_text(params, params_file, dvc_yaml.parent)
-    return not dvc_yaml.is_file() or dvc_yaml.read_text(encoding="utf-8") != text
-
-
-def stage_names(dvc_yaml_text: str) -> list[str]:
-    """The stage names of a dvc.yaml's text (a ``foreach`` group of dict items: ``group@key``)."""
-    stages = (yaml.safe_load(dvc_yaml_text) or {}).get("stages", {}) or {}
-    names: list[str] = []
-    for group, body in stages.items():
-        items = body.get("foreach") if isinstance(body, dict) else None
-        if isinstance(items, (dict, list)):
-            names += [f"{group}@{key}" for key in items]
-        else:
-            names.append(group)
-    return names
-
-
-def describe_change(old: Iterable[str], new: Iterable[str]) -> str:
-    """ "+ added, - removed" stage names between two DAGs, for the command's message."""
-    before, after = set(old), set(new)
-    added, removed = sorted(after - before), sorted(before - after)
-    parts = [*(f"+{name}" for name in added), *(f"-{name}" for name in removed)]
-    return " ".join(parts) if parts else "the same stages"
-
-
-def update_dvc_yaml(params_file: Path, *, check_only: bool = False) -> str:
-    """Write dvc.yaml beside ``params_file`` from it (unless it is already that file); return what was done.
-
-    Raises:
-        ParamsError: bad params, or with ``check_only`` a dvc.yaml that is not the one they give.
-    """
-    params = load_params(params_file)
-    out = params_file.parent / "dvc.yaml"
-    pipeline = build_pipeline(params, os.path.relpath(params_file, out.parent), out.parent)
-    text = render(pipeline)
-    current = out.read_text(encoding="utf-8") if out.is_file() else None
-    count = len(pipeline.names())
-    if current == text:
-        return f"{out}: up to date with {params_file} ({count} stages)"
-    change = describe_change(stage_names(current) if current else [], pipeline.names())
-    if check_only:
-        raise ParamsError(f"{out} is not the DAG {params_file} gives ({change}): run `mmtr dag --params {params_file}`")
-    write_text(out, text)
-    return f"{out}: written from {params_file} ({count} stages; {change})"

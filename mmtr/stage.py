@@ -185,7 +185,7 @@ def check_dag_current(params: Params, params_file: str) -> None:
     Raises:
         ParamsError: dvc.yaml differs from what `mmtr dag` would write.
     """
-    from mmtr.dag import stale_dvc_yaml
+    from mmtr.dvc_yaml import stale_dvc_yaml
 
     if stale_dvc_yaml(params, Path("dvc.yaml"), params_file):
         raise ParamsError(

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mmtr.dag import build_pipeline, update_dvc_yaml
+from mmtr.dag import build_pipeline
+from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.params import load_params
 from tests.flows.helpers import REPO, write_params
 

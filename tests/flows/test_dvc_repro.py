@@ -17,7 +17,7 @@ import pytest
 from prefect.client.orchestration import get_client
 
 from corpora.prepared import read_prepared
-from mmtr.dag import update_dvc_yaml
+from mmtr.dvc_yaml import update_dvc_yaml
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import networkx as nx
 import pytest
 
 from common.metrics_files import is_notes_file, read_metrics
-from mmtr.dag import update_dvc_yaml
+from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.profiles import experiment_names, load_profile, merge
 from report.tables import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mmtr.dag import build_pipeline, stale_dvc_yaml
+from mmtr.dag import build_pipeline
+from mmtr.dvc_yaml import stale_dvc_yaml
 from mmtr.params import ParamsError, load_params, parse_params
 from tests.unit.mmtr.params_text import DUPLICATE_LINE, with_a_duplicate_key
 

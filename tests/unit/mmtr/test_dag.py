@@ -1,0 +1,156 @@
+"""dvc.yaml generated from params.yaml (mmtr/dag.py): which stages exist and what each depends on."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mmtr import cli
+from mmtr.dag import build_pipeline, image_sets
+from mmtr.dvc_yaml import describe_change, render, stage_names, stale_dvc_yaml
+from mmtr.errors import ParamsError
+from mmtr.params import parse_params
+
+REPO = Path(__file__).resolve().parents[3]
+BASE: dict[str, Any] = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+
+
+def corpus(source: str, images: str, fmt: str = "karpathy", **extra: str) -> dict[str, str]:
+    return {"format": fmt, "dataset": "d", "source": source, "images": images, "boxes": "data/raw/boxes", **extra}
+
+
+def real_tree(**corpora: dict[str, str]) -> dict[str, Any]:
+    tree = copy.deepcopy(BASE)
+    tree["corpora"] = corpora or {
+        "multi30k": corpus("data/raw/multi30k", "data/raw/flickr30k-images", "multi30k"),
+        "flickr30k": corpus("data/raw/dataset_flickr30k.json", "data/raw/flickr30k-images"),
+    }
+    names = list(tree["corpora"])
+    tree["corpus_roles"] = {"mmt_finetune": names[0], "target": names[-1]}
+    tree["paths"]["parallel"] = "data/raw/wmt"
+    tree["features"].update(extractor="butd", regions={**tree["features"]["regions"], "mode": "fixed"})
+    tree["features"]["butd"]["checkpoint"] = "faster_rcnn_from_caffe_attr.pkl"
+    return tree
+
+
+def test_the_built_in_world_is_generated_only_when_read() -> None:
+    assert "generate" in build_pipeline(parse_params(BASE)).names()
+    assert "generate" not in build_pipeline(parse_params(real_tree())).names()
+    only_the_text = real_tree()
+    only_the_text["paths"]["parallel"] = "data/raw/synthetic/parallel"  # real corpora, built-in parallel text
+    assert "generate" in build_pipeline(parse_params(only_the_text)).names()
+
+
+def test_a_language_without_a_grammar_is_refused_only_for_the_built_in_world() -> None:
+    tree = copy.deepcopy(BASE)
+    tree["languages"]["targets"] = ["de", "it"]
+    with pytest.raises(ParamsError, match=r"languages\.targets\[1\]: .* no grammar for 'it': write corpora/synthetic/"):
+        parse_params(tree)
+    real = real_tree()
+    real["languages"]["targets"] = ["de", "it"]
+    real["mmt"]["targets"] = ["de", "it"]
+    names = build_pipeline(parse_params(real)).names()
+    assert {"prepare_parallel@it", "train_mmt@it", "synthesize@it"} <= set(names)
+
+
+def test_corpora_over_one_image_folder_share_one_store() -> None:
+    params = parse_params(real_tree())
+    (shared,) = image_sets(params).values()
+    assert shared.name == "multi30k" and shared.corpora == ("multi30k", "flickr30k")
+    stage = build_pipeline(params).groups["features"]["multi30k"]
+    assert "--prepared data/prepared/multi30k --prepared data/prepared/flickr30k" in stage.cmd
+    assert stage.deps[:2] == ("data/prepared/multi30k/images.parquet", "data/prepared/flickr30k/images.parquet")
+    assert "data/raw/feature-inputs/faster_rcnn_from_caffe_attr.pkl" in stage.deps
+    assert "data/raw/feature-inputs" not in stage.deps and "data/raw/boxes" not in stage.deps  # boxes: mode fixed
+    named = real_tree()
+    for entry in named["corpora"].values():
+        entry["image_set"] = "flickr30k"
+    assert list(image_sets(parse_params(named))) == ["flickr30k"]
+
+
+def test_image_sets_that_disagree_are_refused() -> None:
+    tree = real_tree()
+    tree["corpora"]["flickr30k"]["image_set"] = "f30k"
+    tree["corpora"]["multi30k"]["image_set"] = "flickr"
+    with pytest.raises(ParamsError, match="share the image folder data/raw/flickr30k-images but name different"):
+        image_sets(parse_params(tree))
+    tree = real_tree()
+    tree["corpora"]["flickr30k"]["boxes"] = "data/raw/other-boxes.parquet"
+    with pytest.raises(ParamsError, match="but not the boxes file"):
+        image_sets(parse_params(tree))
+    tree = real_tree(
+        a=corpus("data/raw/a.json", "data/raw/a-images", image_set="one"),
+        b=corpus("data/raw/b.json", "data/raw/b-images", image_set="one"),
+    )
+    with pytest.raises(ParamsError, match="image set 'one' names two image folders"):
+        image_sets(parse_params(tree))
+
+
+def test_a_group_pads_its_shorter_dependency_lists_with_the_flow_file() -> None:
+    tree = real_tree(
+        coco=corpus("data/raw/dataset_coco.json", "data/raw/coco-images"),
+        multi30k=corpus("data/raw/multi30k", "data/raw/flickr30k-images", "multi30k"),
+        flickr30k=corpus("data/raw/dataset_flickr30k.json", "data/raw/flickr30k-images"),
+    )
+    text = render(build_pipeline(parse_params(tree)))
+    group = yaml.safe_load(text)["stages"]["features"]
+    coco, shared = group["foreach"]["coco"]["deps"], group["foreach"]["multi30k"]["deps"]
+    assert len(shared) == 4 and shared[:2] == [
+        "data/prepared/multi30k/images.parquet",
+        "data/prepared/flickr30k/images.parquet",
+    ]
+    assert coco == ["data/prepared/coco/images.parquet", "data/raw/coco-images", shared[-1], "flows/features.py"]
+    assert group["do"]["deps"][:4] == [f"${{item.deps[{index}]}}" for index in range(4)]
+    assert group["do"]["deps"][4:] == [
+        "corpora",
+        "features",
+        "common",
+        "flows/features.py",
+        "tasks/__init__.py",
+        "tasks/features.py",
+    ]
+    assert stage_names(text)[:3] == ["prepare@coco", "prepare@multi30k", "prepare@flickr30k"]
+
+
+def test_a_retrieval_run_depends_on_its_own_settings_and_languages() -> None:
+    tree = real_tree()
+    tree["retrieval"]["models"] = ["san", "dan"]
+    tree["retrieval"]["custom_roles"] = {"en_de": {"train": ["en:human", "de:mmt"], "test": ["en"]}}
+    tree["retrieval"]["roles"] = ["all", "en_de"]
+    runs = build_pipeline(parse_params(tree)).groups["train_retrieval"]
+    san = runs["san-mmt_f-all"]
+    assert "retrieval.configs.san" in san.params and "retrieval.configs.dan" not in san.params
+    assert not [key for key in san.params if key.startswith("retrieval.custom_roles")]
+    assert "retrieval.custom_roles.en_de" in runs["dan-none-en_de"].params
+    assert {"retrieval.models", "retrieval.variants", "retrieval.roles", "retrieval", "languages"}.isdisjoint(
+        san.params
+    )
+    assert san.deps[:2] == ("data/augmented/mmt_f/captions.de.parquet", "data/augmented/mmt_f/captions.en.parquet")
+
+
+def test_stage_changes_are_named_briefly() -> None:
+    assert describe_change(["a", "b"], ["b", "c"]) == "+c -a"
+    assert describe_change(["a"], ["a"]) == "the same stages"
+    assert describe_change([], [f"s{n}" for n in range(10)], shown=2) == "+s0 +s1 and 8 more added"
+
+
+def test_mmtr_dag_writes_checks_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(real_tree(), sort_keys=False), encoding="utf-8")
+    cli.main(["dag", "--params", str(params)])
+    assert "written from" in capsys.readouterr().out
+    assert not stale_dvc_yaml(parse_params(real_tree()), tmp_path / "dvc.yaml", "params.yaml")
+    cli.main(["dag", "--params", str(params), "--check"])
+    assert "up to date" in capsys.readouterr().out
+    tree = real_tree()
+    tree["mmt"]["targets"] = ["de", "fr"]
+    params.write_text(yaml.safe_dump(tree, sort_keys=False), encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["dag", "--params", str(params), "--check"])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "+prepare_parallel@fr" in error and "+train_mmt@fr" in error and "mmtr dag --params" in error
