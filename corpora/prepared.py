@@ -164,10 +164,11 @@ def read_caption_variant(
     folder: str | os.PathLike[str], *, languages: Sequence[str] | None = None, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """A caption variant's captions in ``languages`` (None: all it holds, checked whole; else each part is checked,
-    but a synthesized caption's parent may be in a language not read), languages in sorted order.
+    but a synthesized caption's parent may be in a language not read), languages in sorted order. A language
+    without a file has no captions in the variant (it is written for every language it holds).
 
     Raises:
-        InputError: no such folder, or no file for one of ``languages`` (the variant was written without it).
+        InputError: no such folder, or a folder without caption files.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -175,12 +176,7 @@ def read_caption_variant(
     held = variant_languages(root)
     if not held:
         raise InputError(f"{root}: no {caption_variant_file('<lang>')} files (run the augment stage first)")
-    wanted = sorted(languages) if languages is not None else held
-    missing = [lang for lang in wanted if lang not in held]
-    if missing:
-        raise InputError(
-            f"{root}: no captions file for {missing} (holds {held}); rerun augment with them in retrieval.languages"
-        )
+    wanted = sorted(set(languages) & set(held)) if languages is not None else held
     parts = [tables.read_captions(root / caption_variant_file(lang), parents_held=False) for lang in wanted]
     first = root / caption_variant_file(held[0])
     table = pa.concat_tables(parts) if parts else tables.read_captions(first, parents_held=False).slice(0, 0)

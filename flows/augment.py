@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 str(out),
                 args.metrics,
                 written,
-                list(params.retrieval.languages),
+                list(params.retrieval.caption_languages()),
             )
 
     run_stage(parser, argv, body)

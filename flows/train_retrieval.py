@@ -80,7 +80,7 @@ def train_retrieval(
                 inputs,
                 model_dir=model_dir,
                 metrics_path=test_metrics,
-                languages=all_languages.all,
+                languages=config.caption_languages(),
                 pivot=pivot,
                 runtime=runtime,
             )

@@ -478,6 +478,7 @@ def _augment(c: _Context, pipeline: Pipeline) -> None:
                 "augment",
                 "retrieval.variants",
                 "retrieval.languages",
+                "retrieval.translate_search",
             ),
             outs=(paths.augmented,),
             metrics=(f"{paths.metrics}/augment.json",),
@@ -549,7 +550,8 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
             for role in retrieval.roles:
                 run = f"{model}-{variant}-{role}"
                 captions = tuple(
-                    f"{paths.augmented}/{variant}/{caption_variant_file(lang)}" for lang in sorted(retrieval.languages)
+                    f"{paths.augmented}/{variant}/{caption_variant_file(lang)}"
+                    for lang in sorted(retrieval.caption_languages())
                 )
                 own = (
                     *((f"retrieval.configs.{model}",) if model in retrieval.configs else ()),

@@ -114,6 +114,10 @@ class RetrievalConfig:
             run_name(model, variant, role) for model in self.models for variant in self.variants for role in self.roles
         ]
 
+    def caption_languages(self) -> tuple[str, ...]:
+        """The caption languages a run reads: ``languages`` and translate-search's query languages."""
+        return tuple(dict.fromkeys((*self.languages, *self.translate_search.languages)))
+
     def role(self, name: str, pivot: str) -> ResolvedRole:
         """The language role ``name`` over concrete codes (``pivot``; ``targets``: the other ``languages``).
 

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from common.errors import InputError
 from common.runtime import Runtime
 from corpora.tables import eval_set_name, eval_split
+from corpora.prepared import read_caption_variant
 from features.store import FeatureStore
 from retrieval.checkpoint import LoadedModel
 from retrieval.data import Caption, encode_captions
@@ -35,11 +36,15 @@ Protocol = Literal["full", "folds", "both"]
 Score = Callable[[list[Caption], int | None], dict[str, Any]]
 
 
-def eval_set_names(captions_path: Path) -> list[str]:
-    """The evaluation sets of the captions table at ``captions_path``, in the order of their first rows."""
-    if not captions_path.is_file():
+def eval_set_names(captions_path: Path, languages: Sequence[str] | None = None) -> list[str]:
+    """The evaluation sets of the captions at ``captions_path`` (a captions table, or a caption variant's folder of
+    which ``languages`` are read), in the order of their first rows."""
+    if captions_path.is_dir():
+        splits = read_caption_variant(captions_path, languages=languages, columns=["split"]).column("split")
+    elif captions_path.is_file():
+        splits = pq.read_table(captions_path, columns=["split"]).column("split")
+    else:
         raise InputError(f"{captions_path}: captions table not found")
-    splits = pq.read_table(captions_path, columns=["split"]).column("split")
     return [name for split in pc.unique(splits).to_pylist() if (name := eval_set_name(split)) is not None]
 
 
@@ -111,7 +116,7 @@ def score_eval_sets(
         return score
 
     metrics = {}
-    for name in eval_set_names(captions_path):
+    for name in eval_set_names(captions_path, languages):
         split = eval_split(name)
         rows = read_captions(captions_path, split=split, languages=languages, kinds=None, human_only=True)
         metrics[name] = score_eval_set(rows, languages, evaluation, scorer(f"{captions_path} ({split})"), name=name)

@@ -148,7 +148,7 @@ def test_generate_killed_while_rendering_leaves_no_dataset(tmp_path: Path, prefe
 
 def _tree_bytes(folder: Path) -> dict[str, bytes]:
     if folder.is_file():  # a one-file output (prepare_parallel@<target>)
-        return {folder.name: folder.read_bytes()}
+        return {"": folder.read_bytes()}
     return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
