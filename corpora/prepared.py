@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from common.errors import InputError
-from common.files import atomic_dir
+from common.files import atomic_dir, remove_stale_temporaries
 from corpora import tables
 
 IMAGE_DEPENDENT_FILE = "image_dependent.parquet"  # optional: Corpus.image_dependent
@@ -128,8 +128,10 @@ def parallel_table_name(src: str, tgt: str) -> str:
 
 
 def write_parallel_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
-    """Validate one pair's text-only table and write it atomically to ``path``."""
+    """Validate one pair's text-only table and write it atomically to ``path`` (the whole output of its stage: the
+    temporary file a killed run left beside it is removed first)."""
     tables.validate_parallel(table, source=f"parallel {Path(path).stem}")
+    remove_stale_temporaries(Path(path))
     tables.write_parquet(table, path)
 
 
