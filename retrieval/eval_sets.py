@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from common.errors import InputError
 from common.runtime import Runtime
-from corpora.tables import eval_set_name, eval_split
 from corpora.prepared import read_caption_variant
+from corpora.tables import eval_set_name, eval_split
 from features.store import FeatureStore
 from retrieval.checkpoint import LoadedModel
 from retrieval.data import Caption, encode_captions
