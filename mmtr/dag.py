@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from corpora.prepared import caption_variant_file, parallel_table_name
 from features.scan_pairing import pairing_files
 from mmtr.errors import ParamsError
-from mmtr.params import Params
+from mmtr.params import Params, Paths
 from retrieval.config import RetrievalConfig
 from retrieval.roles import PRESETS
 
@@ -246,6 +246,14 @@ class _Context:
     root: Path
 
     @property
+    def paths(self) -> Paths:
+        return self.params.paths
+
+    @property
+    def pivot(self) -> str:
+        return self.params.languages.pivot
+
+    @property
     def finetune(self) -> str:
         return self.params.corpus_roles.mmt_finetune
 
@@ -287,9 +295,7 @@ def build_pipeline(params: Params, params_file: str = "params.yaml", root: Path 
 
 def _generate(c: _Context, pipeline: Pipeline) -> None:
     """The built-in world, when a corpus or the parallel text is read from it."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
+    params, paths, p = c.params, c.paths, c.flag
     if params.builtin_world_in_use():
         pipeline.add(
             "generate",
@@ -304,9 +310,7 @@ def _generate(c: _Context, pipeline: Pipeline) -> None:
 
 def _prepare(c: _Context, pipeline: Pipeline) -> None:
     """One per corpus: its source (and image sizes), every language it holds."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
+    params, paths, p = c.params, c.paths, c.flag
     for name, corpus in params.corpora.items():
         pipeline.add(
             "prepare",
@@ -322,10 +326,7 @@ def _prepare(c: _Context, pipeline: Pipeline) -> None:
 
 def _prepare_parallel(c: _Context, pipeline: Pipeline) -> None:
     """One per target language: that pair of the text-only corpus."""
-    params = c.params
-    paths = c.params.paths
-    pivot = c.params.languages.pivot
-    p = c.flag
+    params, paths, pivot, p = c.params, c.paths, c.pivot, c.flag
     for target in params.mmt.targets:
         pair = parallel_table_name(pivot, target)
         pipeline.add(
@@ -343,9 +344,7 @@ def _prepare_parallel(c: _Context, pipeline: Pipeline) -> None:
 
 def _features(c: _Context, pipeline: Pipeline) -> None:
     """One per image set: every image its corpora list, from the files its extractor reads."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
+    params, paths, p = c.params, c.paths, c.flag
     extractor = params.features.extractor
     reads = extractor_reads(params, c.root)
     given_boxes = params.features.regions.mode == "given"
@@ -382,12 +381,7 @@ def _features(c: _Context, pipeline: Pipeline) -> None:
 
 def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
     """One per target language: both directions' MMT and text-only MT, from that pair's text and held models."""
-    params = c.params
-    paths = c.params.paths
-    pivot = c.params.languages.pivot
-    p = c.flag
-    finetune = c.finetune
-    models = c.models
+    params, paths, pivot, p, finetune, models = c.params, c.paths, c.pivot, c.flag, c.finetune, c.models
     mmt_settings = tuple(f"mmt.{f.name}" for f in dataclasses.fields(params.mmt) if f.name != "targets")
     for target in params.mmt.targets:
         directions = [f"{pivot}-{target}", f"{target}-{pivot}"]
@@ -427,13 +421,15 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
 
 def _synthesize(c: _Context, pipeline: Pipeline) -> None:
     """One per target language: the target corpus's captions forward and back."""
-    params = c.params
-    paths = c.params.paths
-    pivot = c.params.languages.pivot
-    p = c.flag
-    target_corpus = c.target_corpus
-    models = c.models
-    target_store = c.target_store
+    params, paths, pivot, p, target_corpus, models, target_store = (
+        c.params,
+        c.paths,
+        c.pivot,
+        c.flag,
+        c.target_corpus,
+        c.models,
+        c.target_store,
+    )
     for target in params.mmt.targets:
         pipeline.add(
             "synthesize",
@@ -460,10 +456,7 @@ def _synthesize(c: _Context, pipeline: Pipeline) -> None:
 
 def _augment(c: _Context, pipeline: Pipeline) -> None:
     """The caption variants, one file per language."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
-    target_corpus = c.target_corpus
+    params, paths, p, target_corpus = c.params, c.paths, c.flag, c.target_corpus
     synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in params.mmt.targets)
     pipeline.add(
         "augment",
@@ -488,11 +481,7 @@ def _augment(c: _Context, pipeline: Pipeline) -> None:
 
 def _export(c: _Context, pipeline: Pipeline) -> None:
     """The variants as Hugging Face dataset folders."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
-    target_corpus = c.target_corpus
-    target_store = c.target_store
+    params, paths, p, target_corpus, target_store = c.params, c.paths, c.flag, c.target_corpus, c.target_store
     target_images = params.corpora[target_corpus].images
     pipeline.add(
         "export",
@@ -513,12 +502,7 @@ def _export(c: _Context, pipeline: Pipeline) -> None:
 
 def _translate_queries(c: _Context, pipeline: Pipeline) -> None:
     """Translate-search's test queries, through the mt systems into the pivot."""
-    params = c.params
-    paths = c.params.paths
-    pivot = c.params.languages.pivot
-    p = c.flag
-    target_corpus = c.target_corpus
-    models = c.models
+    params, paths, pivot, p, target_corpus, models = c.params, c.paths, c.pivot, c.flag, c.target_corpus, c.models
     queries_from = tuple(f"{models}/mt-{lang}-{pivot}" for lang in params.retrieval.translate_search.languages)
     pipeline.add(
         "translate_queries",
@@ -534,10 +518,7 @@ def _translate_queries(c: _Context, pipeline: Pipeline) -> None:
 
 def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
     """One per model x variant x role: its languages' captions, its own settings and the shared ones."""
-    params = c.params
-    paths = c.params.paths
-    p = c.flag
-    target_store = c.target_store
+    params, paths, p, target_store = c.params, c.paths, c.flag, c.target_store
     retrieval = params.retrieval
     shared = _shared_retrieval_settings(retrieval)
     word_vectors = tuple(
@@ -597,7 +578,7 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
 
 def _report(c: _Context, pipeline: Pipeline) -> None:
     """Every run's metrics gathered."""
-    paths, p, target_corpus = c.params.paths, c.flag, c.target_corpus
+    paths, p, target_corpus = c.paths, c.flag, c.target_corpus
     synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in c.params.mmt.targets)
     pipeline.add(
         "report",
