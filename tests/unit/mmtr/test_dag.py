@@ -154,3 +154,31 @@ def test_mmtr_dag_writes_checks_and_reports(tmp_path: Path, capsys: pytest.Captu
     assert stopped.value.code == 2
     error = capsys.readouterr().err
     assert "+prepare_parallel@fr" in error and "+train_mmt@fr" in error and "mmtr dag --params" in error
+
+
+def test_train_mmt_depends_on_its_pairs_held_folders_alone(tmp_path: Path) -> None:
+    tree = real_tree()
+    tree["mmt"]["targets"] = ["de", "fr"]
+    tree["languages"]["targets"] = ["de", "fr"]
+    tree["mmt"]["mt_system"] = "seq2seq"
+    tree["mmt"]["seq2seq"]["held"] = {
+        "en-de": "opus-mt-en-de",  # a folder in paths.mt_models
+        "de-en": "Helsinki-NLP/opus-mt-de-en",  # an id of the Hugging Face cache: outside the repository
+        "en-fr": "opus-mt-en-fr",
+    }
+    for name in ("opus-mt-en-de", "opus-mt-en-fr"):
+        (tmp_path / "data/raw/mt-models" / name).mkdir(parents=True)
+    stages = build_pipeline(parse_params(tree), root=tmp_path).groups["train_mmt"]
+    held = {key: [dep for dep in stage.deps if dep.startswith("data/raw/mt-models")] for key, stage in stages.items()}
+    assert held == {"de": ["data/raw/mt-models/opus-mt-en-de"], "fr": ["data/raw/mt-models/opus-mt-en-fr"]}
+    assert stages["de"].deps[:2] == ("data/prepared/multi30k", "data/prepared/parallel/en-de.parquet")
+
+
+def test_a_hugging_face_corpus_is_read_from_its_folder_or_its_cache_entry() -> None:
+    tree = real_tree(hf=corpus("data/raw/my-dataset", "data/raw/my-dataset-images", "hf"))
+    prepare = build_pipeline(parse_params(tree)).groups["prepare"]["hf"]
+    # embedded images are written into the image folder by prepare: an input of features, not of prepare
+    assert prepare.deps == ("data/raw/my-dataset",)
+    tree = real_tree(hf=corpus("owner/captions", "data/raw/my-dataset-images", "hf"))
+    tree["prepare"]["hf"]["cache_dir"] = "data/raw/hf-cache"
+    assert build_pipeline(parse_params(tree)).groups["prepare"]["hf"].deps == ("data/raw/hf-cache/owner___captions",)
