@@ -24,10 +24,9 @@ from corpora.prepared import read_caption_variant
 from corpora.tables import eval_set_name, eval_split
 from features.store import FeatureStore
 from retrieval.checkpoint import LoadedModel
-from retrieval.data import Caption, encode_captions
-from retrieval.experiment import evaluation_captions, read_captions
-from retrieval.inference import EvaluationConfig, evaluate
-from retrieval.results import rounded
+from retrieval.data import Caption
+from retrieval.experiment import encode_test_set, evaluation_captions, read_captions, score_test_set
+from retrieval.inference import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -100,18 +99,8 @@ def score_eval_sets(
 
     def scorer(source: str) -> Score:
         def score(captions: list[Caption], fold_images: int | None) -> dict[str, Any]:
-            encoded = encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source=source)
-            return rounded(
-                evaluate(
-                    loaded.model,
-                    encoded,
-                    store,
-                    device=runtime.torch_device(),
-                    fold_images=fold_images,
-                    batch_size=evaluation.batch_size,
-                    autocast=runtime.autocast(),
-                )
-            )
+            encoded = encode_test_set(loaded, captions, store, source)
+            return score_test_set(loaded, encoded, store, evaluation, fold_images, runtime=runtime)
 
         return score
 

@@ -243,31 +243,43 @@ def test_model(
     the ``both`` protocol, the fold means too, under ``<lang>-folds``."""
     metrics: dict[str, Any] = {}
     for lang in languages:
-        captions = _test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
-
-        def score(fold_images: int | None, captions: CaptionSet = captions) -> dict[str, Any]:
-            return rounded(
-                evaluate(
-                    loaded.model,
-                    captions,
-                    store,
-                    device=runtime.torch_device(),
-                    fold_images=fold_images,
-                    batch_size=evaluation.batch_size,
-                    autocast=runtime.autocast(),
-                )
-            )
-
-        metrics[lang] = score(evaluation.folds)
+        captions = encode_test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
+        metrics[lang] = score_test_set(loaded, captions, store, evaluation, evaluation.folds, runtime=runtime)
         if evaluation.protocol == "both":
-            metrics[f"{lang}-folds"] = score(evaluation.fold_images)
+            folds = evaluation.fold_images
+            metrics[f"{lang}-folds"] = score_test_set(loaded, captions, store, evaluation, folds, runtime=runtime)
     return metrics
 
 
-def _test_set(loaded: LoadedModel, captions: list[Caption], store: FeatureStore, source: str) -> CaptionSet:
-    # Test captions are human ones; their language type may be absent from training (e.g. de-human when the
-    # model was trained on en and synthesized de only), so they get their own type list.
+def encode_test_set(loaded: LoadedModel, captions: list[Caption], store: FeatureStore, source: str) -> CaptionSet:
+    """``captions`` encoded for the model. Test captions are human ones; their language type may be absent from
+    training (e.g. de-human when the model was trained on en and synthesized de only), so they get their own type
+    list."""
     return encode_captions(captions, loaded.vocab, store.row_index, max_len=loaded.max_len, source=source)
+
+
+def score_test_set(
+    loaded: LoadedModel,
+    captions: CaptionSet,
+    store: FeatureStore,
+    evaluation: EvaluationConfig,
+    fold_images: int | None,
+    *,
+    runtime: Runtime,
+) -> dict[str, Any]:
+    """R@K of the model on the encoded ``captions`` (over folds of ``fold_images`` images, or the whole set), rounded
+    as the metrics files hold them."""
+    return rounded(
+        evaluate(
+            loaded.model,
+            captions,
+            store,
+            device=runtime.torch_device(),
+            fold_images=fold_images,
+            batch_size=evaluation.batch_size,
+            autocast=runtime.autocast(),
+        )
+    )
 
 
 def translate_search(
@@ -292,15 +304,5 @@ def translate_search(
         Caption(c.caption_id, c.image_id, pivot, text.strip() or "<unk>", "mt")
         for c, text in zip(queries, translated, strict=True)
     ]
-    captions = _test_set(loaded, as_pivot, store, source)
-    return rounded(
-        evaluate(
-            loaded.model,
-            captions,
-            store,
-            device=runtime.torch_device(),
-            fold_images=evaluation.folds,
-            batch_size=evaluation.batch_size,
-            autocast=runtime.autocast(),
-        )
-    )
+    captions = encode_test_set(loaded, as_pivot, store, source)
+    return score_test_set(loaded, captions, store, evaluation, evaluation.folds, runtime=runtime)
