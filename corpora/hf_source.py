@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from common.errors import InputError
+from corpora.tables import read_parquet
 
 PARQUET_NAME = re.compile(r"^(?P<split>[A-Za-z0-9_]+?)(?:[-.].*)?\.parquet$")
 
@@ -73,14 +73,7 @@ def _from_parquet(files: list[Path]) -> dict[str, pa.Table]:
         if match is None:
             raise InputError(f"{path}: cannot tell the split from the file name (expected <split>-*.parquet)")
         by_split[match["split"]].append(path)
-    return {split: pa.concat_tables([_read_parquet(path) for path in paths]) for split, paths in by_split.items()}
-
-
-def _read_parquet(path: Path) -> pa.Table:
-    try:
-        return pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise InputError(f"{path}: not a readable Parquet file ({error})") from None
+    return {split: pa.concat_tables([read_parquet(path) for path in paths]) for split, paths in by_split.items()}
 
 
 def _from_cache(dataset_id: str, cache_dir: Path) -> dict[str, pa.Table]:

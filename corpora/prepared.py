@@ -162,12 +162,9 @@ def variant_languages(folder: str | os.PathLike[str]) -> list[str]:
     return sorted(path.name[len(prefix) : -len(suffix)] for path in Path(folder).glob(caption_variant_file("*")))
 
 
-def read_caption_variant(
-    folder: str | os.PathLike[str], *, languages: Sequence[str] | None = None, columns: Sequence[str] | None = None
-) -> pa.Table:
-    """A caption variant's captions in ``languages`` (None: all it holds, checked whole; else each part is checked,
-    but a synthesized caption's parent may be in a language not read), languages in sorted order. A language
-    without a file has no captions in the variant (it is written for every language it holds).
+def caption_variant_files(folder: str | os.PathLike[str], languages: Sequence[str] | None = None) -> list[Path]:
+    """The files of a caption variant's folder in ``languages`` (None: every one it holds), in language order. A
+    language without a file has no captions in the variant (a file is written for every language it holds).
 
     Raises:
         InputError: no such folder, or a folder without caption files.
@@ -178,12 +175,30 @@ def read_caption_variant(
     held = variant_languages(root)
     if not held:
         raise InputError(f"{root}: no {caption_variant_file('<lang>')} files (run the augment stage first)")
-    wanted = sorted(set(languages) & set(held)) if languages is not None else held
-    parts = [tables.read_captions(root / caption_variant_file(lang), parents_held=False) for lang in wanted]
-    first = root / caption_variant_file(held[0])
-    table = pa.concat_tables(parts) if parts else tables.read_captions(first, parents_held=False).slice(0, 0)
-    if languages is None:
-        tables.validate_captions(table, source=str(root))
+    wanted = held if languages is None else sorted(set(languages) & set(held))
+    return [root / caption_variant_file(lang) for lang in wanted]
+
+
+def read_caption_variant(
+    folder: str | os.PathLike[str],
+    *,
+    languages: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+    images: pa.Table | None = None,
+) -> pa.Table:
+    """A caption variant's captions in ``languages`` (None: all it holds), languages in order, checked once (with
+    ``images``, their image references too). Read whole, every synthesized caption's parent is in it; read in part,
+    a parent may be in a language not read.
+
+    Raises:
+        InputError: as :func:`caption_variant_files`, or a table that breaks the captions schema.
+    """
+    files = caption_variant_files(folder, languages)
+    if files:
+        table = pa.concat_tables([tables.read_parquet(path) for path in files])
+    else:  # none of the languages asked for: no rows, in the variant's schema
+        table = tables.read_parquet(caption_variant_files(folder)[0]).slice(0, 0)
+    tables.validate_captions(table, images=images, source=str(folder), parents_held=languages is None)
     return table.select(list(columns)) if columns is not None else table
 
 

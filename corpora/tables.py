@@ -367,7 +367,8 @@ def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def _read(path: str | os.PathLike[str]) -> pa.Table:
+def read_parquet(path: str | os.PathLike[str]) -> pa.Table:
+    """A Parquet table as it is (the caller validates it); a missing or unreadable file is an InputError."""
     source = Path(path)
     if not source.is_file():
         raise InputError(f"{source}: file not found")
@@ -393,7 +394,7 @@ def write_parallel(table: pa.Table, path: str | os.PathLike[str]) -> None:
 
 
 def read_images(path: str | os.PathLike[str]) -> pa.Table:
-    table = _read(path)
+    table = read_parquet(path)
     validate_images(table, source=str(path))
     return table
 
@@ -401,24 +402,24 @@ def read_images(path: str | os.PathLike[str]) -> pa.Table:
 def read_captions(
     path: str | os.PathLike[str], *, images: pa.Table | None = None, parents_held: bool = True
 ) -> pa.Table:
-    table = _read(path)
+    table = read_parquet(path)
     validate_captions(table, images=images, source=str(path), parents_held=parents_held)
     return table
 
 
 def read_parallel(path: str | os.PathLike[str]) -> pa.Table:
-    table = _read(path)
+    table = read_parquet(path)
     validate_parallel(table, source=str(path))
     return table
 
 
 def read_image_dependent(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
-    table = _read(path)
+    table = read_parquet(path)
     validate_image_dependent(table, images=images, source=str(path))
     return table
 
 
 def read_contrastive(path: str | os.PathLike[str], *, images: pa.Table | None = None) -> pa.Table:
-    table = _read(path)
+    table = read_parquet(path)
     validate_contrastive(table, images=images, source=str(path))
     return table

@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from common.errors import InputError
 from common.runtime import Runtime
-from corpora.prepared import read_caption_variant
+from corpora.prepared import caption_variant_files
 from corpora.tables import eval_set_name, eval_split
 from features.store import FeatureStore
 from retrieval.checkpoint import LoadedModel
@@ -39,7 +40,8 @@ def eval_set_names(captions_path: Path, languages: Sequence[str] | None = None) 
     """The evaluation sets of the captions at ``captions_path`` (a captions table, or a caption variant's folder of
     which ``languages`` are read), in the order of their first rows."""
     if captions_path.is_dir():
-        splits = read_caption_variant(captions_path, languages=languages, columns=["split"]).column("split")
+        files = caption_variant_files(captions_path, languages)
+        splits = pa.concat_tables([pq.read_table(path, columns=["split"]) for path in files]).column("split")
     elif captions_path.is_file():
         splits = pq.read_table(captions_path, columns=["split"]).column("split")
     else:

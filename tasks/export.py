@@ -11,7 +11,6 @@ from prefect.cache_policies import NO_CACHE
 from corpora.dataset_card import CardInfo
 from corpora.hf_dataset import ExportSummary, RegionSource, export_variant
 from corpora.prepared import read_caption_variant
-from corpora.tables import validate_captions
 
 # cache_policy=NO_CACHE, persist_result=False: DVC decides what reruns (see tasks/data.py).
 
@@ -28,8 +27,7 @@ def export_caption_variant(
     """Read one variant's captions, every language (checked against ``images``), and write them to ``out_dir`` as a
     Hugging Face dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region
     features."""
-    captions = read_caption_variant(variant_dir)
-    validate_captions(captions, images=images, source=variant_dir)
+    captions = read_caption_variant(variant_dir, images=images)
     summary = export_variant(
         captions,
         images,
