@@ -3,7 +3,7 @@
 A row is a :class:`NetworkExtractor` (a network run over the images, shard by shard: the built-in compact
 preset, the bottom-up-attention detector) or a :class:`FeatureImporter` (features users already hold,
 copied into a FeatureStore as they are). Add an extractor: write its module, add its row here and the check of
-the settings it needs to :data:`~features.config.EXTRACTOR_CHECKS` (the `features` settings,
+the settings it needs to :data:`~features.config.EXTRACTOR_NEEDS` (the `features` settings,
 :class:`~features.config.FeaturesConfig`).
 """
 

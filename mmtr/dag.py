@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from corpora.prepared import caption_variant_file, parallel_table_name
-from features.scan_pairing import pairing_files
 from mmtr.errors import ParamsError
 from mmtr.params import Params, Paths
 from retrieval.config import RetrievalConfig
@@ -188,30 +187,14 @@ def feature_store(params: Params, corpus: str) -> str:
 
 
 def extractor_reads(params: Params, root: Path) -> list[str]:
-    """The files the extractor reads from ``paths.feature_inputs`` (checkpoint, import files), or of the built-in
-    world (the compact preset's training images)."""
+    """The files the extractor reads from ``paths.feature_inputs`` (looked for under ``root``), and, for the compact
+    preset on the built-in world, the training images it learns from."""
     config, inputs = params.features, params.paths.feature_inputs
-    extractor = config.extractor
-    if extractor == "compact":
-        if not params.builtin_world_in_use():
-            return []
+    reads = [f"{inputs}/{name}" for name in config.input_files(root / inputs)]
+    if config.extractor == "compact" and params.builtin_world_in_use():
         synthetic = params.paths.synthetic
-        return [f"{synthetic}/images", f"{synthetic}/objects.parquet", f"{synthetic}/task1/image_splits/train.txt"]
-    if extractor in ("butd", "butd-detectron2"):
-        return [f"{inputs}/{config.butd.checkpoint}"]
-    if extractor == "scan-npy":
-        return [f"{inputs}/{path}" for path in scan_files(params, root)]
-    if extractor == "butd-tsv":
-        return [f"{inputs}/{name}" for name in config.imported.tsv_files]
-    raise ParamsError(f"params.yaml: features.extractor: {extractor!r} reads no files the DAG knows of")
-
-
-def scan_files(params: Params, root: Path) -> list[str]:
-    """SCAN precomp files per split stem, as the importer reads them (features/scan_pairing.py): ``<stem>_ims.npy``,
-    and the ids file where the folder holds one, else the captions file it checks the prepared captions against."""
-    inputs = root / params.paths.feature_inputs
-    stems = params.features.imported.scan_splits.values()
-    return [path.name for stem in stems for path in pairing_files(inputs, stem)]
+        reads += [f"{synthetic}/images", f"{synthetic}/objects.parquet", f"{synthetic}/task1/image_splits/train.txt"]
+    return reads
 
 
 def prepare_reads(params: Params, name: str) -> tuple[str, ...]:
@@ -369,9 +352,7 @@ def _features(c: _Context, pipeline: Pipeline) -> None:
             *((images.boxes,) if given_boxes else ()),
             *reads,
         )
-        feature_params = tuple(
-            f"features.{f.name}" for f in dataclasses.fields(params.features) if f.name not in _OTHER_EXTRACTORS
-        ) + _extractor_params(extractor)
+        feature_params = tuple(f"features.{name}" for name in params.features.settings_read())
         pipeline.add(
             "features",
             Stage(cmd, deps, ("seed", "device", "precision", *feature_params), outs=(store,), metrics=(metrics,)),
@@ -599,18 +580,6 @@ def _report(c: _Context, pipeline: Pipeline) -> None:
             outs=(paths.reports,),
         ),
     )
-
-
-# the `features` sections of the other extractors: a stage depends on its own extractor's section alone
-_OTHER_EXTRACTORS = ("compact", "butd", "imported")
-
-
-def _extractor_params(extractor: str) -> tuple[str, ...]:
-    if extractor == "compact":
-        return ("features.compact",)
-    if extractor.startswith("butd") and extractor != "butd-tsv":
-        return ("features.butd",)
-    return ("features.imported",)
 
 
 def _shared_retrieval_settings(retrieval: RetrievalConfig) -> tuple[str, ...]:

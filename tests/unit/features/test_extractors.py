@@ -35,7 +35,7 @@ from features.compact import (
     train_encoder,
     weights_sha256,
 )
-from features.config import EXTRACTOR_CHECKS, FeaturesConfig
+from features.config import EXTRACTOR_NEEDS, FeaturesConfig
 from features.extractors import (
     EXTRACTORS,
     ExtractionInputs,
@@ -166,7 +166,7 @@ def test_registry_rows() -> None:
 def test_every_extractor_has_its_settings_check() -> None:
     """features.extractor is checked against the config's own table (features/config.py imports no extractor): the
     same names, in the same order (the order of the error message)."""
-    assert list(EXTRACTOR_CHECKS) == list(EXTRACTORS)
+    assert list(EXTRACTOR_NEEDS) == list(EXTRACTORS)
 
 
 def test_butd_spec_and_description(tmp_path: Path) -> None:
