@@ -1,11 +1,15 @@
-"""The dataset card (README.md) of an exported caption variant, rendered from ``corpora/templates/dataset_card.md``.
+"""The dataset card (README.md) of an exported caption variant, rendered with huggingface_hub's card classes.
 
-The template is the card's text with ``string.Template`` fields (``${name}``); :func:`dataset_card` gives each its
-value: the YAML front matter the Hub and ``load_dataset`` read (languages, license note, size, the ``configs`` that
-point at the Parquet files), then where the captions come from, the rows per split and provenance, the columns, how to
-load the folder and the license. The field of a repeated line (``${language_items}``, ``${data_files}``,
-``${origin_rows}``, ``${split_rows}``, ``${column_items}``) stands at the end of the line before it and takes one
-newline-led line per item; an optional block (``${settings_table}``, ``${regions_note}``) ends with its blank line.
+The YAML front matter is :class:`huggingface_hub.DatasetCardData`'s (languages, license, size, task categories, tags
+and the ``configs`` that point ``load_dataset`` at the Parquet files). The body is our Jinja template
+``corpora/templates/dataset_card.md``, rendered by :meth:`huggingface_hub.DatasetCard.from_template`; it keeps every
+section of the Hub's dataset card template (``datasetcard_template.md``: details, uses, structure, creation,
+annotations, personal information, bias, risks and limitations, citation, ...) and fills each with what is true of
+the variant. Our own template rather than the Hub's default one, because the export promises byte-identical folders
+for the same inputs (the default template changes with huggingface_hub's version), and because the Hub's template
+holds one free-text field per section where ours holds the tables and the wording per case (human, MT or MMT
+captions; generated or real corpus) with only the facts coming from here. What the card says of the source corpus
+(terms, producers, citations) is :mod:`corpora.card_sources`.
 """
 
 from __future__ import annotations
@@ -15,10 +19,40 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from string import Template
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from corpora.card_sources import HUANG2020, MMTR, source_of
+
+if TYPE_CHECKING:
+    from huggingface_hub import DatasetCardData
 
 TEMPLATE = "templates/dataset_card.md"  # package data of corpora (pyproject.toml)
+TASK_CATEGORIES = ("image-to-text", "text-to-image")
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The system that synthesized a variant's captions, and the settings it was trained and run with.
+
+    Attributes:
+        origin: ``mmt`` (the regional multimodal NMT) or ``mt`` (the text-only system).
+        mt_backend: mmt.mt_system, the ``mt`` system's backend: ``text-only`` or ``seq2seq``.
+        held: mmt.seq2seq.held, language pair (``en-de``) -> the pre-trained model the seq2seq backend starts from.
+        as_is: mmt.seq2seq.as_is: held models translate as released, not fine-tuned.
+        extractor: features.extractor, the region features the MMT reads.
+        finetune_corpus: corpus_roles.mmt_finetune, whose translation captions fine-tune both systems.
+        beam: synthesis.beam, the beam width of the translations.
+        kinds: synthesis.kinds, the kinds of human pivot captions translated.
+    """
+
+    origin: Literal["mt", "mmt"]
+    mt_backend: str
+    held: Mapping[str, str]
+    as_is: bool
+    extractor: str
+    finetune_corpus: str
+    beam: int
+    kinds: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -35,6 +69,7 @@ class CardInfo:
         pivot: languages.pivot.
         targets: mmt.targets, the languages captions were synthesized in and back from.
         settings: Further params that shaped the data, ``key -> value`` (shown as a table).
+        translation: The system of the synthesized captions; None for a variant of human captions alone.
     """
 
     variant: str
@@ -45,6 +80,7 @@ class CardInfo:
     pivot: str
     targets: tuple[str, ...]
     settings: Mapping[str, object] = field(default_factory=dict)
+    translation: Translation | None = None
 
 
 class RegionShape(Protocol):
@@ -107,57 +143,95 @@ def dataset_card(
         data_dir: The folder of the Parquet files, relative to the card.
         disk_dir: The folder ``save_to_disk`` wrote, relative to the card.
     """
+    from huggingface_hub import DatasetCard
+
     languages = sorted({lang for counts in rows.values() for lang in counts})
     total = sum(sum(counts.values()) for counts in rows.values())
-    pretty = f"mmtr {card.corpus}: caption variant {card.variant}"
-    license_name = "mmtr-generated" if card.generated else f"{card.dataset}-license"
-    settings = "".join(f"| `{key}` | `{_yaml_value(value)}` |\n" for key, value in card.settings.items())
+    source = source_of(card.dataset, card.generated)
+    synthesized = [row for row in origins if row["origin"] != "human"]
+    systems = sorted({row["system"] for row in synthesized})
     values = {
-        "pretty_name_yaml": _quoted(pretty),
-        "language_items": "".join(f"\n- {lang}" for lang in languages),
-        "multilinguality": "multilingual" if len(languages) > 1 else "monolingual",
-        "license_name_yaml": _quoted(license_name),
-        "size": next((label for limit, label in SIZE_CATEGORIES if total < limit), "n>100M"),
-        "data_files": "".join(f"\n  - split: {name}\n    path: {data_dir}/{name}-*.parquet" for name in rows),
-        "pretty_name": pretty,
-        "variant": card.variant,
-        "corpus": card.corpus,
-        "dataset": card.dataset,
+        "pretty_name": _pretty_name(card),
+        "card": card,
+        "source": source,
+        "translation": card.translation,
         "total": total,
-        "languages": ", ".join(languages),
-        "definition": card.definition,
-        "pivot": card.pivot,
-        "targets": ", ".join(f"`{lang}`" for lang in card.targets) or "none",
-        "settings_table": f"| setting | value |\n|---|---|\n{settings}\n" if card.settings else "",
-        "origin_rows": "".join(
-            f"\n| {row['split']} | {row['lang']} | {row['origin']} | {row['system'] or '-'} | "
-            f"{row['hop']} | {row['caption_id_count']} |"
-            for row in origins
-        ),
-        "language_columns": " | ".join(languages),
-        "count_rules": "---:|" * (len(languages) + 1),
-        "split_rows": "".join(
-            f"\n| {name} | {' | '.join(str(counts.get(lang, 0)) for lang in languages)} | {sum(counts.values())} |"
-            for name, counts in rows.items()
-        ),
-        "column_items": "".join(f"\n- `{name}`: {COLUMN_DOCS[name]}" for name in columns),
-        "images_note": _images_note("image" in columns),
-        "regions_note": "" if regions is None else f"{_regions_note(regions)}\n\n",
+        "languages": languages,
+        "targets_code": _code(card.targets),
+        "settings": [(key, _yaml_value(value)) for key, value in card.settings.items()],
+        "origins": origins,
+        "synthesized": sum(row["caption_id_count"] for row in synthesized),
+        "synthesized_splits": sorted({row["split"] for row in synthesized}, key=list(rows).index),
+        "systems_code": _code(systems),
+        "held_models": _held_models(card.translation, systems),
+        "hops": sorted({row["hop"] for row in synthesized}),
+        "split_rows": [
+            (name, [counts.get(lang, 0) for lang in languages], sum(counts.values())) for name, counts in rows.items()
+        ],
+        "columns": [(name, COLUMN_DOCS[name]) for name in columns],
+        "with_images": "image" in columns,
+        "regions": None if regions is None else _regions_note(regions),
         "data_dir": data_dir,
         "disk_dir": disk_dir,
-        "license": _license(card),
+        "citations": [HUANG2020, MMTR, *source.citations],
     }
-    text = resources.files("corpora").joinpath(TEMPLATE).read_text(encoding="utf-8")
-    return Template(text).substitute(values)
+    template = resources.files("corpora").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    rendered = DatasetCard.from_template(_card_data(card, rows, data_dir), template_str=template, **values)
+    return f"{str(rendered).rstrip()}\n"
 
 
-def _images_note(with_images: bool) -> str:
-    if not with_images:
-        return (
-            "The images are not embedded (params `export.images: false`): `image_path` is relative to the "
-            "corpus's image folder."
-        )
-    return "Each row holds its image's bytes (one copy per caption), so the folder loads after the source images move."
+def _card_data(card: CardInfo, rows: Mapping[str, Mapping[str, int]], data_dir: str) -> DatasetCardData:
+    """The card's YAML front matter: what the Hub shows and indexes, and the ``configs`` ``load_dataset`` reads."""
+    from huggingface_hub import DatasetCardData
+
+    languages = sorted({lang for counts in rows.values() for lang in counts})
+    total = sum(sum(counts.values()) for counts in rows.values())
+    source = source_of(card.dataset, card.generated)
+    return DatasetCardData(
+        pretty_name=_pretty_name(card),
+        language=languages,
+        license=source.license,
+        multilinguality="multilingual" if len(languages) > 1 else "monolingual",
+        size_categories=[next((label for limit, label in SIZE_CATEGORIES if total < limit), "n>100M")],
+        task_categories=list(TASK_CATEGORIES),
+        tags=_tags(card),
+        configs=[
+            {
+                "config_name": "default",
+                "data_files": [{"split": name, "path": f"{data_dir}/{name}-*.parquet"} for name in rows],
+            }
+        ],
+        # with license: other, the Hub shows these; None leaves them out (a Hub license id needs neither)
+        license_name=source.license_name or None,
+        license_link=(source.license_link or None) if source.license_name else None,
+    )
+
+
+def _pretty_name(card: CardInfo) -> str:
+    return f"mmtr {card.corpus}: caption variant {card.variant}"
+
+
+def _tags(card: CardInfo) -> list[str]:
+    tags = ["image-text-retrieval"]
+    if card.translation is not None:
+        tags += ["machine-translation", "synthetic-captions"]
+        if card.translation.origin == "mmt":
+            tags.append("multimodal-machine-translation")
+    if card.generated:
+        tags.append("synthetic")
+    return tags
+
+
+def _held_models(translation: Translation | None, systems: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Per system of the seq2seq backend (``mt-en-de``), the held model it starts from (None: a Marian trained here)."""
+    if translation is None or translation.origin != "mt" or translation.mt_backend != "seq2seq":
+        return []
+    return [(system, translation.held.get(system.split("-", 1)[1])) for system in systems]
+
+
+def _code(items: Sequence[str]) -> str:
+    """``de``, ``fr`` as Markdown code spans, comma-separated."""
+    return ", ".join(f"`{item}`" for item in items)
 
 
 def _regions_note(regions: RegionShape) -> str:
@@ -165,25 +239,6 @@ def _regions_note(regions: RegionShape) -> str:
         f"Region features from the feature store `{regions.path.name}` (K = {regions.max_regions}, "
         f"D = {regions.dim}), one copy per caption."
     )
-
-
-def _license(card: CardInfo) -> str:
-    if card.generated:
-        return (
-            "Built-in synthetic data: the images and human captions were generated by mmtr's own generator "
-            "(corpora/synthetic) from a seed, and the synthesized captions by models trained on them; no "
-            "third-party data is included. mmtr's code is MIT-licensed."
-        )
-    return (
-        f"Derived from `{card.dataset}`: its images and human captions keep the source dataset's license "
-        f"and terms of use, and the synthesized captions are derived from them. Check that license "
-        f"before you share or publish this folder."
-    )
-
-
-def _quoted(text: str) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is a subset of YAML's)."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _yaml_value(value: object) -> str:

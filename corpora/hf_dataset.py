@@ -3,7 +3,7 @@
 :func:`export_variant` writes, for one variant's canonical caption table (``<augmented>/<variant>/captions.parquet``)
 and its corpus's images table, a folder::
 
-    README.md                             dataset card: YAML front matter (languages, license note, configs) + body
+    README.md                             dataset card: YAML front matter (languages, license, configs) + body
     data/<split>-00000-of-00001.parquet   one or more Parquet shards per split (the Hub's layout)
     hf/                                   DatasetDict.save_to_disk: dataset_dict.json, <split>/*.arrow, ...
 

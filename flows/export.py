@@ -17,10 +17,11 @@ from prefect.artifacts import create_table_artifact
 
 from common.errors import InputError
 from common.files import atomic_dir
-from corpora.dataset_card import CardInfo
+from corpora.dataset_card import CardInfo, Translation
 from corpora.tables import read_images
 from features.store import FeatureStore
 from mmt.augment import Variant
+from mmt.synthesis import Origin
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
@@ -70,19 +71,26 @@ def variant_definition(variant: Variant) -> str:
 
 
 def cards(params: Params, corpus: str, synthetic: str) -> dict[str, CardInfo]:
-    """The dataset card facts of every variant to export (export.variants, or all of retrieval.variants)."""
+    """The dataset card facts of every variant to export (export.variants, or all of retrieval.variants).
+
+    The card names settings the stage does not list as its params (the systems' backend, beam, extractor,
+    fine-tuning corpus): each of them changes the augmented captions or the feature store, which are the stage's
+    dependencies, so a change still reruns it.
+    """
     source = Path(params.corpus(corpus).source).resolve()
     generated = Path(synthetic).resolve() in (source, *source.parents)
     result = {}
     for name in params.export.variants or params.retrieval.variants:
         variant = params.augment.variants[name]
-        settings = {
+        translation = None if variant.origin is None else _translation(params, variant.origin)
+        settings: dict[str, object] = {
             "languages.pivot": params.languages.pivot,
             "mmt.targets": list(params.mmt.targets),
             f"variant {name}": {"origin": variant.origin, "hops": variant.hops, "keep": list(variant.keep)},
-            "export.images": params.export.images,
-            "export.regions": params.export.regions,
         }
+        if translation is not None:
+            settings |= _translation_settings(translation)
+        settings |= {"export.images": params.export.images, "export.regions": params.export.regions}
         result[name] = CardInfo(
             variant=name,
             definition=variant_definition(variant),
@@ -92,8 +100,35 @@ def cards(params: Params, corpus: str, synthetic: str) -> dict[str, CardInfo]:
             pivot=params.languages.pivot,
             targets=params.mmt.targets,
             settings=settings,
+            translation=translation,
         )
     return result
+
+
+def _translation(params: Params, origin: Origin) -> Translation:
+    seq2seq = params.mmt.seq2seq
+    return Translation(
+        origin=origin,
+        mt_backend=params.mmt.mt_system,
+        held=dict(seq2seq.held),
+        as_is=seq2seq.as_is,
+        extractor=params.features.extractor,
+        finetune_corpus=params.corpus_roles.mmt_finetune,
+        beam=params.synthesis.beam,
+        kinds=tuple(params.synthesis.kinds),
+    )
+
+
+def _translation_settings(translation: Translation) -> dict[str, object]:
+    """The settings of the variant's system, as params.yaml names them."""
+    settings: dict[str, object] = {"corpus_roles.mmt_finetune": translation.finetune_corpus}
+    if translation.origin == "mmt":
+        settings["features.extractor"] = translation.extractor
+    else:
+        settings["mmt.mt_system"] = translation.mt_backend
+        if translation.mt_backend == "seq2seq":
+            settings |= {"mmt.seq2seq.held": dict(translation.held), "mmt.seq2seq.as_is": translation.as_is}
+    return settings | {"synthesis.kinds": list(translation.kinds), "synthesis.beam": translation.beam}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
