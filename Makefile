@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 # from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
 PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal
 
-.PHONY: install demo ui test test-fast lint docs clean-venv
+.PHONY: install demo ui plots test test-fast lint docs clean-venv
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ demo: $(STAMP)
 # The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken).
 ui: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m mmtr.local_server ui
+
+# The learning curves (dvc.yaml's plots) in dvc_plots/index.html, a page that loads nothing from the network.
+plots: $(STAMP)
+	PATH="$(BIN):$$PATH" python -m mmtr.cli plots
 
 test: lint docs
 	PATH="$(BIN):$$PATH" $(PYTEST)

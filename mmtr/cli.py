@@ -1,5 +1,6 @@
 """The `mmtr` command: check params, write the DAG (dvc.yaml) from them, inspect prepared data, translate with (M)MT,
-search images by text, apply the papers' profiles, write the params schema and publish a run's results."""
+search images by text, apply the papers' profiles, write the params schema, publish a run's results and draw its
+learning curves."""
 
 from __future__ import annotations
 
@@ -304,6 +305,17 @@ def results(args: argparse.Namespace) -> None:
         print(f"{path.relative_to(repo)}: written")
 
 
+def plots(args: argparse.Namespace) -> None:
+    """Draw the learning curves (dvc.yaml's plots) into a page that loads nothing from the network."""
+    from mmtr.plots import DEFAULT_OUT, draw, repository_root, use_offline_template
+
+    repo = repository_root(Path.cwd())
+    out = Path(args.out) if args.out else repo / DEFAULT_OUT
+    page = draw(repo, out)
+    print(f"{page}: the learning curves (open it in a browser; it draws offline)")
+    print(use_offline_template(repo))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmtr", description="Multilingual image-text retrieval with MT-grown data.")
     parser.add_argument("--version", action="version", version=f"mmtr {__version__}")
@@ -339,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--stages", help="the pipeline flow's stage record (default: <paths.work>/pipeline-stages.json, if present)"
     )
     publish.set_defaults(run=results)
+    draw = commands.add_parser("plots", help="draw the learning curves into a web page that works offline")
+    draw.add_argument("--out", help="folder of the page, index.html (default: dvc_plots in the repository)")
+    draw.set_defaults(run=plots)
     return parser
 
 

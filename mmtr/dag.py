@@ -11,7 +11,9 @@ own length, so the DAG is generated here from the validated :class:`~mmtr.params
   prepared images tables of those corpora and the very files its extractor reads (a checkpoint, import files),
   never on the whole ``paths.feature_inputs`` folder;
 - a retrieval run depends on its variant's captions in the languages it reads (``retrieval.languages``), its own
-  model and role settings, and the shared training settings.
+  model and role settings, and the shared training settings;
+- the learning curves are drawn by one chart (:class:`Plot`) per MMT language pair and per retrieval model, the runs
+  overlaid, each chart titled by what it shows.
 
 :mod:`mmtr.dvc_yaml` writes the stages as dvc.yaml (``mmtr dag``), and every stage command checks that dvc.yaml is
 still the one params.yaml gives, so a params edit that changes the DAG is never run against a stale one.
@@ -95,10 +97,13 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Plot:
-    path: str
-    x: str
-    y: str
+    """One chart of dvc.yaml's top-level ``plots``: every column of every file in ``y`` drawn over ``x``, a line per
+    file and column (and per seed, where a file holds several; the template ``.dvc/plots/learning_curve.json``)."""
+
+    id: str
     title: str
+    x: str
+    y: tuple[tuple[str, tuple[str, ...]], ...]  # (file, its columns drawn) in legend order
     x_label: str
     y_label: str
 
@@ -117,9 +122,8 @@ class Stage:
 
     params: tuple[str, ...]
     outs: tuple[str, ...] = ()
-    uncached: tuple[str, ...] = ()  # git-tracked outputs that are not metrics (notes: strings)
+    uncached: tuple[str, ...] = ()  # git-tracked outputs that are not metrics (notes, learning curves)
     metrics: tuple[str, ...] = ()
-    plots: tuple[Plot, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,9 +138,11 @@ class ImageSet:
 
 @dataclass
 class Pipeline:
-    """The stages by group, in DAG order: a group of one unnamed stage is a plain stage, else a ``foreach``."""
+    """The stages by group, in DAG order (a group of one unnamed stage is a plain stage, else a ``foreach``), and the
+    charts of their learning curves."""
 
     groups: dict[str, dict[str | None, Stage]] = field(default_factory=dict)
+    plots: list[Plot] = field(default_factory=list)
 
     def add(self, group: str, stage: Stage, key: str | None = None) -> None:
         self.groups.setdefault(group, {})[key] = stage
@@ -382,21 +388,24 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
                 ),
                 ("seed", "device", "precision", "distributed", "languages.pivot", *mmt_settings),
                 outs=tuple(f"{models}/{name}" for name in systems),
-                uncached=tuple(f"{path}.notes.json" for path in measured),
-                metrics=tuple(f"{path}.json" for path in measured),
-                plots=tuple(
-                    Plot(
-                        f"{paths.metrics}/mmt/mmt-{direction}.history.tsv",
-                        "step",
-                        "val_bleu",
-                        "MMT validation BLEU per step (pre-training, then fine-tuning)",
-                        "training step",
-                        "validation BLEU (greedy)",
-                    )
-                    for direction in directions
+                uncached=(
+                    *(f"{path}.notes.json" for path in measured),
+                    *(mmt_history(paths, direction) for direction in directions),
                 ),
+                metrics=tuple(f"{path}.json" for path in measured),
             ),
             key=target,
+        )
+        pipeline.plots.append(
+            Plot(
+                f"mmt-{pivot}-{target}",
+                f"MMT {pivot}→{target} and {target}→{pivot}: validation BLEU (greedy) per training step, "
+                "pre-training then fine-tuning",
+                "step",
+                tuple((mmt_history(paths, direction), ("val_bleu",)) for direction in directions),
+                "training step (pre-training, then fine-tuning)",
+                "validation BLEU (greedy)",
+            )
         )
 
 
@@ -540,21 +549,41 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
                             *own,
                         ),
                         outs=(f"{paths.models}/retrieval/{run}",),
-                        uncached=(f"{paths.metrics}/retrieval/{run}.notes.json",),
+                        uncached=(f"{paths.metrics}/retrieval/{run}.notes.json", retrieval_history(paths, run)),
                         metrics=(f"{paths.metrics}/retrieval/{run}.json",),
-                        plots=(
-                            Plot(
-                                f"{paths.metrics}/retrieval/{run}.history.tsv",
-                                "epoch",
-                                "val_rsum",
-                                "validation rsum per epoch",
-                                "epoch",
-                                "validation rsum (summed over the test languages)",
-                            ),
-                        ),
                     ),
                     key=run,
                 )
+        pipeline.plots.append(_retrieval_plot(c, model))
+
+
+def _retrieval_plot(c: _Context, model: str) -> Plot:
+    """One chart per model: each run's validation rsum per language (its role's test languages) per epoch."""
+    retrieval = c.params.retrieval
+    curves = []
+    for variant in retrieval.variants:
+        for role in retrieval.roles:
+            languages = retrieval.role(role, c.pivot).test
+            run = f"{model}-{variant}-{role}"
+            curves.append((retrieval_history(c.paths, run), tuple(f"val_rsum_{lang}" for lang in languages)))
+    return Plot(
+        f"retrieval-{model}",
+        f"{model.upper()}: validation rsum per epoch, of 600 per language (each variant and language)",
+        "epoch",
+        tuple(curves),
+        "epoch",
+        "validation rsum of one language (R@1+5+10 both ways, at most 600)",
+    )
+
+
+def mmt_history(paths: Paths, direction: str) -> str:
+    """The MMT's learning curve of ``direction`` (``<src>-<tgt>``): validation BLEU per step over both phases."""
+    return f"{paths.metrics}/mmt/mmt-{direction}.history.tsv"
+
+
+def retrieval_history(paths: Paths, run: str) -> str:
+    """A retrieval run's learning curve: per seed and epoch, validation rsum in all and per language."""
+    return f"{paths.metrics}/retrieval/{run}.history.tsv"
 
 
 def _report(c: _Context, pipeline: Pipeline) -> None:

@@ -3,6 +3,10 @@
 A group of one unnamed stage is a plain DVC stage; any other group is a ``foreach`` over its stages' own values,
 each item holding the stage's command and lists, ``do`` referring to them by index (DVC's templating cannot give the
 stages of one group lists of their own length, so shorter lists are padded, see :func:`_foreach`).
+
+The learning curves are uncached outputs of their stages and drawn by top-level ``plots`` (one chart per MMT language
+pair and per retrieval model, each with its own title, the runs overlaid): plots declared in a ``foreach`` would
+share one title, and a file that is both a stage's plot and in a top-level chart would be drawn twice.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from common.files import write_text
-from mmtr.dag import STAGE_CODE, Pipeline, Stage, build_pipeline
+from mmtr.dag import STAGE_CODE, Pipeline, Plot, Stage, build_pipeline
 from mmtr.errors import ParamsError
 from mmtr.params import Params, load_params
 
@@ -25,7 +29,10 @@ HEADER = """\
 # reads, so `dvc repro` reruns what a change touches and nothing else (docs/pipeline.md, "The DAG").
 # A `foreach` group lists each stage's own data deps in its item and the group's code once in `do`; DVC takes
 # one list length for the group, so a stage that reads fewer files than its siblings repeats its flow file.
+# `plots`: the learning curves, one chart per MMT pair and per retrieval model (`mmtr plots` draws them offline).
 """
+# The template of every chart, in DVC's templates folder (.dvc/plots): a line per file, column and seed.
+PLOT_TEMPLATE = "learning_curve"
 
 
 def render(pipeline: Pipeline) -> str:
@@ -36,37 +43,35 @@ def render(pipeline: Pipeline) -> str:
             stages[group] = _plain(members[None], STAGE_CODE[group])
         else:
             stages[group] = _foreach(group, {str(key): stage for key, stage in members.items()}, STAGE_CODE[group])
-    return HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+    document: dict[str, object] = {"stages": stages}
+    if pipeline.plots:
+        document["plots"] = [_plot(plot) for plot in pipeline.plots]
+    return HEADER + yaml.safe_dump(document, sort_keys=False, width=120, default_flow_style=False, allow_unicode=True)
+
+
+def _plot(plot: Plot) -> dict[str, object]:
+    """A top-level plot definition: ``y`` maps each file to its columns."""
+    return {
+        plot.id: {
+            "template": PLOT_TEMPLATE,
+            "x": plot.x,
+            "y": {path: list(columns) for path, columns in plot.y},
+            "title": plot.title,
+            "x_label": plot.x_label,
+            "y_label": plot.y_label,
+        }
+    }
 
 
 def _outs(stage: Stage, path: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[object]]:
-    """outs / metrics / plots entries of ``stage`` (or, with ``path``, of a template reading them from ``item``)."""
-    out = path or {
-        "outs": stage.outs,
-        "uncached": stage.uncached,
-        "metrics": stage.metrics,
-        "plots": [plot.path for plot in stage.plots],
-    }
+    """outs / metrics entries of ``stage`` (or, with ``path``, of a template reading them from ``item``)."""
+    out = path or {"outs": stage.outs, "uncached": stage.uncached, "metrics": stage.metrics}
     entries: dict[str, list[object]] = {}
     cached: list[object] = [*out["outs"], *({name: {"cache": False}} for name in out["uncached"])]
     if cached:
         entries["outs"] = cached
     if out["metrics"]:
         entries["metrics"] = [{name: {"cache": False}} for name in out["metrics"]]
-    if out["plots"]:
-        entries["plots"] = [
-            {
-                name: {
-                    "cache": False,
-                    "x": plot.x,
-                    "y": plot.y,
-                    "title": plot.title,
-                    "x_label": plot.x_label,
-                    "y_label": plot.y_label,
-                }
-            }
-            for name, plot in zip(out["plots"], stage.plots, strict=True)
-        ]
     return entries
 
 
@@ -88,8 +93,6 @@ def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict
         for name, count in shape.items():
             if len(getattr(stage, name)) != count:
                 raise AssertionError(f"{group}@{key}: {name} differ in number from its group's")
-        if [(p.x, p.y, p.title) for p in stage.plots] != [(p.x, p.y, p.title) for p in first.plots]:
-            raise AssertionError(f"{group}@{key}: plots differ from its group's")
     flow_file = next(dep for dep in code if dep.startswith("flows/"))
     data = {key: [dep for dep in _unique(stage.deps) if dep not in code] for key, stage in members.items()}
     own_params = {key: _unique(stage.params) for key, stage in members.items()}
@@ -106,7 +109,6 @@ def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict
                     ("outs", stage.outs),
                     ("uncached", stage.uncached),
                     ("metrics", stage.metrics),
-                    ("plots", [plot.path for plot in stage.plots]),
                 )
                 if values
             },
@@ -119,7 +121,6 @@ def _foreach(group: str, members: dict[str, Stage], code: Sequence[str]) -> dict
             ("outs", len(first.outs)),
             ("uncached", len(first.uncached)),
             ("metrics", len(first.metrics)),
-            ("plots", len(first.plots)),
         )
     }
     do: dict[str, object] = {

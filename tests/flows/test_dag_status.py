@@ -108,7 +108,7 @@ def placeholder_outputs(root: Path) -> None:
     pipeline = build_pipeline(load_params(root / "params.yaml"), root=root)
     for stages in pipeline.groups.values():
         for stage in stages.values():
-            for out in (*stage.outs, *stage.uncached, *stage.metrics, *(plot.path for plot in stage.plots)):
+            for out in (*stage.outs, *stage.uncached, *stage.metrics):
                 path = root / out
                 if path.exists():
                     continue

@@ -87,9 +87,10 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     assert "data/metrics/retrieval/san-mmt_f-all.json" in metrics and "rsum" in metrics
     assert "| san | MMT(f) | all |" in (root / "data" / "reports" / "results.md").read_text()
     plots = json.loads(run(["dvc", "plots", "show", "--json"], root, env))
-    curve = plots["data"]["data/metrics/retrieval/san-mmt_f-all.history.tsv"]
+    curve = plots["data"]["retrieval-san"]  # one chart per retrieval model (dvc.yaml's top-level plots), runs overlaid
     rows = [row for entry in curve for row in entry["content"]["data"]["values"]] if curve else []
-    assert rows and {"epoch", "val_rsum", "loss", "val_en_rsum", "val_de_rsum"} <= set(rows[0]), plots["data"].keys()
+    run_rows = [row for row in rows if row["filename"].endswith("san-mmt_f-all.history.tsv")]
+    assert run_rows and {"epoch", "val_rsum", "loss", "val_rsum_en", "val_rsum_de"} <= set(run_rows[0]), plots
 
     renamed_tree = tiny_params_tree(dataset="synthetic-renamed")
     renamed_tree["retrieval"]["models"] = ["san"]

@@ -1,5 +1,6 @@
-"""Optional parts install as extras (`pip install 'mmtr[dask]'`, `'mmtr[meteor]'`, `'mmtr[all]'`): the code imports
-them only where they are used, so that everything else runs without them, and `make install` installs them all."""
+"""Optional parts install as extras (`pip install 'mmtr[dask]'`, `'mmtr[meteor]'`, `'mmtr[plots]'`, `'mmtr[all]'`):
+the code imports them only where they are used, so that everything else runs without them, and `make install`
+installs them all."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ OPTIONAL_MODULES = {
     "dask": {"dask", "distributed", "prefect_dask"},
     "meteor": {"pycocoevalcap"},
     "detectron2": {"detectron2"},
+    "plots": {"vl_convert"},
 }
 # Extras built from a source repository (no package index has them): pinned to a commit, left out of `all`, since
 # they compile against the installed torch and need `pip install --no-build-isolation`.

@@ -182,3 +182,46 @@ def test_a_hugging_face_corpus_is_read_from_its_folder_or_its_cache_entry() -> N
     tree = real_tree(hf=corpus("owner/captions", "data/raw/my-dataset-images", "hf"))
     tree["prepare"]["hf"]["cache_dir"] = "data/raw/hf-cache"
     assert build_pipeline(parse_params(tree)).groups["prepare"]["hf"].deps == ("data/raw/hf-cache/owner___captions",)
+
+
+def test_each_family_of_learning_curves_is_one_chart_with_a_title_of_its_own() -> None:
+    tree = real_tree()
+    tree["mmt"]["targets"] = ["de", "fr"]
+    tree["retrieval"]["models"] = ["san", "dan"]
+    tree["retrieval"]["variants"] = ["none", "mmt_f"]
+    tree["retrieval"]["custom_roles"] = {"en_only": {"train": ["en:human"], "test": ["en"]}}
+    tree["retrieval"]["roles"] = ["all", "en_only"]
+    document = yaml.safe_load(render(build_pipeline(parse_params(tree))))
+    charts = {name: body for chart in document["plots"] for name, body in chart.items()}
+    assert list(charts) == ["mmt-en-de", "mmt-en-fr", "retrieval-san", "retrieval-dan"]
+    titles = [body["title"] for body in charts.values()]
+    assert len(set(titles)) == len(titles)
+    assert titles[1].startswith("MMT en→fr and fr→en: validation BLEU (greedy) per training step")
+    assert titles[3].startswith("DAN: validation rsum per epoch, of 600 per language")
+    assert charts["mmt-en-fr"]["x"] == "step"
+    assert charts["mmt-en-fr"]["y"] == {
+        "data/metrics/mmt/mmt-en-fr.history.tsv": ["val_bleu"],
+        "data/metrics/mmt/mmt-fr-en.history.tsv": ["val_bleu"],
+    }
+    assert charts["retrieval-dan"]["x"] == "epoch"
+    # every run of the model, each with its role's test languages (en_only is validated on English alone)
+    assert charts["retrieval-dan"]["y"] == {
+        "data/metrics/retrieval/dan-none-all.history.tsv": ["val_rsum_en", "val_rsum_de"],
+        "data/metrics/retrieval/dan-none-en_only.history.tsv": ["val_rsum_en"],
+        "data/metrics/retrieval/dan-mmt_f-all.history.tsv": ["val_rsum_en", "val_rsum_de"],
+        "data/metrics/retrieval/dan-mmt_f-en_only.history.tsv": ["val_rsum_en"],
+    }
+    assert {body["template"] for body in charts.values()} == {"learning_curve"}
+    assert (REPO / ".dvc" / "plots" / "learning_curve.json").is_file()
+
+
+def test_a_learning_curve_is_an_uncached_output_drawn_by_its_chart_alone() -> None:
+    document = yaml.safe_load(render(build_pipeline(parse_params(real_tree()))))
+    drawn = {path for chart in document["plots"] for body in chart.values() for path in body["y"]}
+    groups = [document["stages"]["train_mmt"], document["stages"]["train_retrieval"]]
+    uncached = {path for group in groups for item in group["foreach"].values() for path in item["uncached"]}
+    assert drawn == {path for path in uncached if path.endswith(".history.tsv")}
+    assert len(drawn) == 2 + 3  # both MMT directions of the pair; san x 3 variants x role all
+    assert not [
+        name for name, stage in document["stages"].items() if "plots" in stage or "plots" in stage.get("do", {})
+    ]
