@@ -1,9 +1,12 @@
-"""Stage `report`: paper-style tables of every retrieval run (results.md) and a page with plots and samples.
+"""Stage `report`: a headline and paper-style tables of every retrieval run (results.md), and a page with plots
+and examples (index.html).
 
-Rows are model x variant x role, columns R@K per direction and language (and translate-search), from the
-metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote, then the translation systems' test scores
-(`train_mmt`'s metrics), caption diversity and round trips; `index.html` adds an rsum chart and, beside a few of the
-target corpus's images, a human caption with what the text-only MT and the MMT synthesized from it.
+The headline says which caption variant wins per model, role and language and whether the MMT beats the text-only
+MT (report/headline.py). Rows are model x variant x role, columns R@K per direction and language (and
+translate-search), from the metrics files the `train_retrieval@<model>-<variant>-<role>` stages wrote, then the
+translation systems' test scores and their paired bootstrap (`train_mmt`'s metrics), caption diversity, round trips
+and captions the two systems translated differently; `index.html` adds an rsum chart per table and the examples'
+images.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from report.tables import ReportContext
 from tasks import artifact_key
 from tasks.report import ReportInputs, write_report
 
-SAMPLES = 6  # images with their synthesized captions on the page
+SAMPLES = 6  # examples per target language: captions the MT and the MMT translated differently
 
 
 @flow(name="report", log_prints=True, persist_result=False)
@@ -53,7 +56,8 @@ def report_context(params: Params, prepared: str) -> ReportContext:
         f"lr {retrieval.train.lr:g}; {retrieval.replicates} seed(s) from {params.seed}; evaluation protocol "
         f"{retrieval.evaluation.protocol}.",
     ]
-    return ReportContext(pivot=params.languages.pivot, test_images=test_images, header=tuple(header))
+    origins = {name: variant.origin for name, variant in params.augment.variants.items()}
+    return ReportContext(pivot=params.languages.pivot, test_images=test_images, header=tuple(header), origins=origins)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

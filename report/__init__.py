@@ -1,4 +1,5 @@
-"""The pipeline's report: retrieval tables per language and direction, translation and diversity tables
-(:mod:`report.tables`), and an HTML page with charts (:mod:`report.html`) and sampled synthesized captions beside
-their images (:mod:`report.samples`).
+"""The pipeline's report: a headline made from the numbers (:mod:`report.headline`), retrieval tables per language
+and direction, translation and diversity tables (:mod:`report.tables`), examples of captions the two translation
+systems translate differently (:mod:`report.samples`), and an HTML page with charts (:mod:`report.html`) that renders
+the Markdown (:mod:`report.markdown`).
 """

@@ -1,6 +1,6 @@
-"""The report as one self-contained HTML page: the tables of :mod:`report.tables`, an rsum bar chart under each
-(inline SVG), further Markdown sections, and for a few train images a human caption with what the text-only MT and
-the MMT synthesized from it, side by side (:mod:`report.samples`).
+"""The report as one self-contained HTML page: the headline, the tables of :mod:`report.tables` with an rsum bar chart
+under each (inline SVG), further Markdown sections, and the examples of :mod:`report.samples` beside their images.
+The Markdown is rendered by :mod:`report.markdown`; every text put into HTML here is escaped.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from report.samples import SAMPLED_ORIGINS, Sample
+from report.markdown import markdown_html
+from report.samples import EXAMPLES_HEADING, EXAMPLES_NOTE, Example
 from report.tables import (
     LEGEND,
     ReportContext,
+    arrow,
     chance_line,
     eval_set_heading,
     eval_set_tables,
@@ -30,25 +32,28 @@ from report.tables import (
 
 def results_html(
     results: Mapping[str, Mapping[str, Any]],
-    samples: Sequence[Sample],
+    examples: Sequence[Example],
     variant_labels: Mapping[str, str],
     extra_sections: Sequence[str] = (),
     context: ReportContext = ReportContext(),
+    headline: str = "",
 ) -> str:
-    """A self-contained page: the header and legend, the tables (the pivot's first) with their chance levels and an
-    rsum bar chart each, the translate-search tables (Table 5) with theirs, a section per extra evaluation set (a
-    table per language), ``extra_sections`` (Markdown lines of ``## `` headings and tables, e.g.
-    :func:`~report.tables.diversity_markdown`) and synthesized-caption samples."""
+    """A self-contained page: the title, ``headline``, the header and legend, the tables (the pivot's first) with
+    their chance levels and an rsum bar chart each, the translate-search tables (Table 5) with theirs, a section per
+    extra evaluation set (a table per language), ``extra_sections`` (Markdown, e.g.
+    :func:`~report.tables.diversity_markdown`) and the examples beside their images. Every piece of Markdown is
+    rendered by :func:`~report.markdown.markdown_html`."""
     body = [
         "<h1>Retrieval results</h1>",
-        *(f"<p>{html.escape(line)}</p>" for line in context.header),
-        f"<p>{html.escape(LEGEND)}</p>",
+        *([markdown_html(headline)] if headline else []),
+        *(markdown_html(line) for line in context.header),
+        markdown_html(LEGEND),
     ]
     for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
         body += [f"<h2>{html.escape(language_heading(lang))}</h2>", _html_table(rows, variant_labels)]
         if lang in context.test_images:
-            body.append(f"<p>{html.escape(chance_line(context.test_images[lang]))}</p>")
+            body.append(markdown_html(chance_line(context.test_images[lang])))
         body.append(rsum_chart(rows, variant_labels, title=f"rsum per run, {language_heading(lang)}"))
     for lang, rows in translate_search_rows(results).items():
         title = f"rsum per run, {lang} queries translated to the pivot"
@@ -58,19 +63,18 @@ def results_html(
             rsum_chart(rows, variant_labels, title=title),
         ]
     for eval_set in eval_set_tables(results, context.pivot):
-        body += [f"<h2>{html.escape(eval_set_heading(eval_set.name))}</h2>", f"<p>{html.escape(eval_set.summary)}</p>"]
+        body += [f"<h2>{html.escape(eval_set_heading(eval_set.name))}</h2>", markdown_html(eval_set.summary)]
         for lang, rows in eval_set.languages.items():
             body += [f"<h3>{html.escape(language_heading(lang))}</h3>", _html_table(rows, variant_labels)]
             if not lang.endswith("-folds"):
-                body.append(f"<p>{html.escape(chance_line(eval_set.images))}</p>")
-    body += _markdown_html(extra_sections)
-    if samples:
-        body.append("<h2>Synthesized captions</h2>")
-        body += [_sample_html(sample) for sample in samples]
+                body.append(markdown_html(chance_line(eval_set.images)))
+    if extra_sections:
+        body.append(markdown_html("\n".join(extra_sections)))
+    body += examples_html(examples)
     style = (
         "body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}.sample{display:flex;gap:1em;margin:1em 0}"
-        ".sample img{width:160px;height:160px}.sample td{text-align:left;vertical-align:top}"
+        ".sample img{width:160px;height:160px}.sample td,.sample th{text-align:left;vertical-align:top}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Retrieval results</title><style>{style}</style>"
@@ -78,33 +82,8 @@ def results_html(
     )
 
 
-def _markdown_html(lines: Sequence[str]) -> list[str]:
-    """``## `` headings and pipe tables (header, rule, rows) as HTML."""
-    parts: list[str] = []
-    table: list[str] = []
-    for line in [*lines, ""]:
-        if line.startswith("|"):
-            table.append(line)
-            continue
-        if table:
-            parts.append(_table_html(table))
-            table = []
-        if line.startswith("## "):
-            parts.append(f"<h2>{html.escape(line[3:])}</h2>")
-    return parts
-
-
 def _html_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
-    return _table_html(run_table(rows, variant_labels))
-
-
-def _table_html(lines: Sequence[str]) -> str:
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(cell)}</th>" for cell in header) + "</tr>"]
-    for line in lines[2:]:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        out.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>")
-    return "".join(out) + "</table>"
+    return markdown_html("\n".join(run_table(rows, variant_labels)))
 
 
 def rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str], *, title: str) -> str:
@@ -142,19 +121,31 @@ def rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[st
     )
 
 
-def _sample_html(sample: Sample) -> str:
-    """The image, its human caption, then one column per system with its captions hop after hop."""
-    image = base64.b64encode(sample.png).decode()
-    label, text = sample.human
-    heads = "".join(f"<th>{html.escape(SAMPLED_ORIGINS[origin])}</th>" for origin, _ in sample.chains)
-    cells = "".join(
-        "<td><ul>"
-        + "".join(f"<li><b>{html.escape(hop)}</b>: {html.escape(words)}</li>" for hop, words in chain)
-        + "</ul></td>"
-        for _, chain in sample.chains
+def examples_html(examples: Sequence[Example]) -> list[str]:
+    """The examples section (the heading and note of :func:`~report.samples.examples_markdown`), a heading per direction
+    and per example its image beside the source caption, both translations and the human target caption."""
+    if not examples:
+        return []
+    parts = [f"<h2>{html.escape(EXAMPLES_HEADING)}</h2>", markdown_html(EXAMPLES_NOTE)]
+    direction = ""
+    for example in examples:
+        if f"{example.source_lang}-{example.target_lang}" != direction:
+            direction = f"{example.source_lang}-{example.target_lang}"
+            parts.append(f"<h3>{html.escape(arrow(direction))}</h3>")
+        parts.append(_example_html(example))
+    return parts
+
+
+def _example_html(example: Example) -> str:
+    image = base64.b64encode(example.png).decode()
+    rows = (
+        (f"{example.source_lang} (human, translated)", example.source),
+        ("MT (text-only)", example.mt),
+        ("MMT (with the image)", example.mmt),
+        (f"{example.target_lang} (human, same image)", example.human or "-"),
     )
+    cells = "".join(f"<tr><th>{html.escape(head)}</th><td>{html.escape(text)}</td></tr>" for head, text in rows)
     return (
-        f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{html.escape(sample.image_id)}">'
-        f"<div><p><b>{html.escape(label)}</b>: {html.escape(text)}</p>"
-        f"<table><tr>{heads}</tr><tr>{cells}</tr></table></div></div>"
+        f'<div class="sample"><img src="data:image/png;base64,{image}" alt="{html.escape(example.image_id)}">'
+        f"<table>{cells}</table></div>"
     )

@@ -1,5 +1,8 @@
-"""Synthesized captions for the report page: for a few train images, one human caption and, per system kind
-(text-only MT, MMT), the chain of captions translated from it, with the image's thumbnail.
+"""Examples of synthesized captions for the report: human pivot captions that the text-only MT and the MMT translated
+differently, each with both translations, a human caption of the same image in the target language and the image.
+
+The choice is deterministic: per target language, the source captions in caption-id order whose first-hop MT and
+MMT translations still differ once whitespace is collapsed and case folded, one per image, the first ``count``.
 """
 
 from __future__ import annotations
@@ -13,75 +16,137 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-# the columns of a sample on the page: the text-only system, then the multimodal one (the `origin` column)
-SAMPLED_ORIGINS = {"mt": "MT (text-only)", "mmt": "MMT (with the image)"}
+from corpora.prepared import read_prepared
+from report.markdown import literal
+from report.tables import arrow
 
-Chain = tuple[tuple[str, str], ...]  # (label, text) of each caption, hop after hop
+SYSTEMS = ("mt", "mmt")  # the `origin` of the two translations an example shows
 
 
 @dataclass(frozen=True)
-class Sample:
-    """An image, one of its human captions, and per system kind the captions synthesized from that caption.
+class Example:
+    """A human caption translated differently by the two systems, and the image it describes.
 
     Attributes:
         image_id: The image.
         png: Its thumbnail.
-        human: (label, text) of the human caption, e.g. ("human en", "A red circle.").
-        chains: (origin, its chain) for each origin of :data:`SAMPLED_ORIGINS` that translated the caption, in
-            that order.
+        source_lang: The source caption's language (the pivot).
+        source: The human caption that was translated.
+        target_lang: The language it was translated into.
+        mt: The text-only MT's translation (hop 1).
+        mmt: The MMT's translation (hop 1).
+        human: A human caption of the image in the target language (the image's first by kind, ``translation``
+            before ``comparable``, then caption id); None when the image has none.
     """
 
     image_id: str
     png: bytes
-    human: tuple[str, str]
-    chains: tuple[tuple[str, Chain], ...]
+    source_lang: str
+    source: str
+    target_lang: str
+    mt: str
+    mmt: str
+    human: str | None
 
 
-def sample_captions(synthesized: Sequence[Path], prepared: Path, images: Path, count: int) -> list[Sample]:
-    """The first ``count`` train images (in the prepared table's order) one of whose human captions was translated,
-    each with that caption and, per system kind (text-only MT, MMT), the chain of captions translated from it.
+def differing_examples(synthesized: Sequence[Path], prepared: Path, images: Path, count: int) -> list[Example]:
+    """Up to ``count`` examples per target language (the order of ``synthesized``), chosen as the module says.
 
     Args:
         synthesized: The `synthesize` stage's caption files (one per target language; missing ones are skipped).
         prepared: The target corpus's prepared folder (its human captions and image paths).
         images: The folder the image paths are relative to.
-        count: How many images.
+        count: Examples per target language.
     """
     files = [path for path in synthesized if path.is_file()]
     if not files or count == 0:
         return []
-    made = [row for path in files for row in pq.read_table(path).to_pylist() if row["split"] == "train"]
-    children: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(made, key=lambda row: (row["hop"], row["lang"], row["system"])):
-        children.setdefault(row["parent_id"], []).append(row)
-    human = pq.read_table(prepared / "captions.parquet")
-    human = human.filter(pc.and_(pc.equal(human["split"], "train"), pc.equal(human["origin"], "human")))
-    paths = {row["image_id"]: row["path"] for row in pq.read_table(prepared / "images.parquet").to_pylist()}
-    samples: list[Sample] = []
-    shown: set[str] = set()
-    for source in human.to_pylist():
-        if source["image_id"] in shown or source["caption_id"] not in children:
-            continue
-        chains = tuple(
-            (origin, chain)
-            for origin in SAMPLED_ORIGINS
-            if (chain := _descendants(source["caption_id"], children, origin))
-        )
-        label = ("human " + source["lang"], source["text"])
-        samples.append(Sample(source["image_id"], thumbnail(images / paths[source["image_id"]]), label, chains))
-        shown.add(source["image_id"])
-        if len(samples) == count:
-            break
-    return samples
+    corpus = read_prepared(prepared)
+    human = corpus.captions.filter(pc.equal(corpus.captions["origin"], "human")).to_pylist()
+    sources = {row["caption_id"]: row for row in human}
+    paths = dict(zip(corpus.images["image_id"].to_pylist(), corpus.images["path"].to_pylist(), strict=True))
+    examples: list[Example] = []
+    for path in files:
+        translations = _first_hop(pq.read_table(path).to_pylist())
+        shown: set[str] = set()
+        for caption_id in sorted(translations):
+            (target, texts), source = translations[caption_id], sources.get(caption_id)
+            if source is None or source["image_id"] in shown or set(texts) != set(SYSTEMS):
+                continue
+            if _normalised(texts["mt"]) == _normalised(texts["mmt"]):
+                continue
+            shown.add(source["image_id"])
+            examples.append(
+                Example(
+                    image_id=source["image_id"],
+                    png=thumbnail(images / paths[source["image_id"]]),
+                    source_lang=source["lang"],
+                    source=source["text"],
+                    target_lang=target,
+                    mt=texts["mt"],
+                    mmt=texts["mmt"],
+                    human=_human_caption(human, source["image_id"], target),
+                )
+            )
+            if len(shown) == count:
+                break
+    return examples
 
 
-def _descendants(parent_id: str, children: Mapping[str, Sequence[dict[str, Any]]], origin: str) -> Chain:
-    """(label, text) of every caption of ``origin`` translated from ``parent_id``, each followed by its own."""
-    chain: list[tuple[str, str]] = []
-    for child in (c for c in children.get(parent_id, ()) if c["origin"] == origin):
-        chain.append((f"{child['system']} hop {child['hop']} {child['lang']}", child["text"]))
-        chain += _descendants(child["caption_id"], children, origin)
-    return tuple(chain)
+def _first_hop(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Source caption id -> (the target language, {origin: its first-hop translation})."""
+    translations: dict[str, tuple[str, dict[str, str]]] = {}
+    for row in rows:
+        if row["hop"] == 1 and row["origin"] in SYSTEMS:
+            translations.setdefault(row["parent_id"], (row["lang"], {}))[1][row["origin"]] = row["text"]
+    return translations
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _human_caption(human: Sequence[Mapping[str, Any]], image_id: str, lang: str) -> str | None:
+    candidates = [row for row in human if row["image_id"] == image_id and row["lang"] == lang]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda row: (row["kind"] != "translation", row["caption_id"]))["text"]
+
+
+EXAMPLES_HEADING = "Examples: where the MT and the MMT translate differently"
+EXAMPLES_NOTE = (
+    "Per target language, the first human captions by caption id (one per image) whose text-only MT and MMT "
+    "translations (first hop) differ after whitespace and case are normalised; the last column is the image's own "
+    "human caption in the target language (a translation caption where the corpus has one), not necessarily a "
+    "translation of the source. index.html shows the images."
+)
+
+
+def examples_markdown(examples: Sequence[Example]) -> list[str]:
+    """A section with a table per translation direction: image, source caption, both translations and the human
+    target-language caption (``-`` where the image has none); captions are escaped so that they print as written."""
+    if not examples:
+        return []
+    lines = [
+        f"## {EXAMPLES_HEADING}",
+        "",
+        EXAMPLES_NOTE,
+        "",
+    ]
+    directions = dict.fromkeys(f"{example.source_lang}-{example.target_lang}" for example in examples)
+    for direction in directions:
+        source, target = direction.split("-")
+        lines += [
+            f"### {arrow(direction)}",
+            "",
+            f"| image | {source} (human, translated) | MT | MMT | {target} (human, same image) |",
+            "|---|---|---|---|---|",
+        ]
+        for example in (e for e in examples if f"{e.source_lang}-{e.target_lang}" == direction):
+            cells = [example.image_id, example.source, example.mt, example.mmt, example.human or "-"]
+            lines.append("| " + " | ".join(literal(cell) for cell in cells) + " |")
+        lines.append("")
+    return lines
 
 
 def thumbnail(path: Path, size: int = 160) -> bytes:

@@ -55,11 +55,14 @@ class ReportContext:
         test_images: Images each test language is ranked against (``<lang>-folds``: one fold's), for the chance
             line under each table; absent keys get none.
         header: Lines under the title (the settings the tables depend on).
+        origins: Variant name -> the system whose captions it adds (``mt``, ``mmt``; None: none), for the
+            headline's comparison of the two systems' variants.
     """
 
     pivot: str | None = None
     test_images: Mapping[str, int] = field(default_factory=dict)
     header: Sequence[str] = ()
+    origins: Mapping[str, str | None] = field(default_factory=dict)
 
 
 LEGEND = (
@@ -91,18 +94,21 @@ def results_markdown(
     results: Mapping[str, Mapping[str, Any]],
     variant_labels: Mapping[str, str],
     context: ReportContext = ReportContext(),
+    headline: str = "",
 ) -> str:
     """One table per language (the pivot's first; then per translate-search language), rows sorted by model,
-    variant, role, each with its chance level; the legend and ``context.header`` above them.
+    variant, role, each with its chance level; ``headline``, ``context.header`` and the legend above them.
 
     Args:
         results: Run name (``<model>-<variant>-<role>``) -> its metrics.
         variant_labels: Variant name -> how the tables show it, in the order of their rows.
         context: The pivot, the test images per language and the header lines.
+        headline: A paragraph under the title (:func:`report.headline.headline`); empty: none.
     """
     lines = [
         "# Retrieval results",
         "",
+        *([headline, ""] if headline else []),
         *context.header,
         *([""] if context.header else []),
         "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of several seeds show mean ± "
@@ -239,39 +245,131 @@ def diversity_markdown(
     return lines
 
 
-def translation_markdown(translation: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The translation systems' test scores: BLEU (lowercased, tokenised), chrF, METEOR 1.5 (``-`` where it could not
-    run; the metrics file says why, and which modules ran), the MMT's image awareness and, where
-    the corpus records them, the image-dependent words found, BLEU on the sentences that have such words, and the
-    contrastive accuracy (a text-only system scores 50). ``-`` where a value does not apply or was not recorded.
+ALPHA = 0.05  # the significance level of the paired bootstrap
+SYSTEM_NAMES = {"mt": "MT", "mmt": "MMT"}  # train_mmt's system folders <system>-<src>-<tgt>, as the tables name them
+# a translation table's columns: heading -> the value of one system's metrics (None: not recorded or not applicable)
+_TRANSLATION_COLUMNS: dict[str, Callable[[Mapping[str, Any]], float | None]] = {
+    "BLEU": lambda m: m["bleu"],
+    "chrF": lambda m: m["chrf"],
+    "METEOR": lambda m: m.get("meteor"),
+    "image awareness": lambda m: m.get("image_awareness"),
+    "image-dependent words (%)": lambda m: _scaled(m.get("image_dependent"), "word_accuracy", 100),
+    "BLEU, sentences with them": lambda m: _scaled(m.get("image_dependent"), "bleu", 1),
+    "contrastive (%)": lambda m: _scaled(m.get("contrastive"), "accuracy", 100),
+}
+
+
+def _scaled(measure: Any, key: str, factor: float) -> float | None:
+    """``factor`` x ``measure[key]``; None where the measure holds a note (not measured) or is absent (older files)."""
+    return factor * measure[key] if isinstance(measure, dict) else None
+
+
+def direction_order(pivot: str | None) -> Callable[[str], tuple[bool, str]]:
+    """Sort key of directions ``<src>-<tgt>``: those from the pivot first, then by name."""
+    return lambda direction: (not direction.startswith(f"{pivot}-"), direction)
+
+
+def arrow(direction: str) -> str:
+    """``en-de`` -> ``en→de``."""
+    return direction.replace("-", "→")
+
+
+def signed(value: float) -> str:
+    """A difference with its sign, one decimal; ``0.0`` when it rounds to nothing."""
+    text = f"{value:+.1f}"
+    return "0.0" if text in ("+0.0", "-0.0") else text
+
+
+def p_value(value: float) -> str:
+    """``p = 0.397``; ``p < 0.001`` below what three decimals show."""
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def translation_markdown(translation: Mapping[str, Mapping[str, Any]], pivot: str | None = None) -> list[str]:
+    """The translation systems' test scores, the text-only MT and the MMT of each direction in adjacent rows and
+    a row of their difference under them: BLEU (lowercased, tokenised), chrF, METEOR 1.5 (``-`` where it could not
+    run; the metrics file says why, and which modules ran), the MMT's image awareness and, where the corpus records
+    them, the image-dependent words found, BLEU on the sentences that have such words, and the contrastive accuracy
+    (a text-only system scores 50). ``-`` where a value does not apply or was not recorded.
 
     Args:
-        translation: System folder name (``mmt-en-de``) -> its ``train_mmt`` metrics.
+        translation: System folder name (``mmt-en-de``: ``<system>-<src>-<tgt>``) -> its ``train_mmt`` metrics.
+        pivot: The pivot language: the directions from it come first.
+
+    Raises:
+        ValueError: a system name that is not ``<system>-<src>-<tgt>``.
     """
     if not translation:
         return []
+    directions: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for name, metrics in translation.items():
+        parts = name.split("-")
+        if len(parts) != 3:
+            raise ValueError(f"{name!r} is not a translation system name <system>-<src>-<tgt>")
+        directions.setdefault(f"{parts[1]}-{parts[2]}", {})[parts[0]] = metrics
+    header = ["direction", "system", *_TRANSLATION_COLUMNS]
     lines = [
         "## Translation (test captions)",
         "",
-        "| system | BLEU | chrF | METEOR | image awareness | image-dependent words (%) | "
-        "BLEU, sentences with them | contrastive (%) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
     ]
-    for name in sorted(translation):
-        metrics = translation[name]
-        words, contrastive = metrics.get("image_dependent"), metrics.get("contrastive")  # absent in older files
-        cells = [
-            name,
-            _cell(metrics["bleu"]),
-            _cell(metrics["chrf"]),
-            _cell(metrics.get("meteor")),
-            _cell(metrics.get("image_awareness")),
-            _cell(100 * words["word_accuracy"] if isinstance(words, dict) else None),
-            _cell(words["bleu"] if isinstance(words, dict) else None),
-            _cell(100 * contrastive["accuracy"] if isinstance(contrastive, dict) else None),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    order = {system: index for index, system in enumerate(SYSTEM_NAMES)}
+    for direction in sorted(directions, key=direction_order(pivot)):
+        systems = directions[direction]
+        for system in sorted(systems, key=lambda name: (order.get(name, len(order)), name)):
+            values = [_cell(column(systems[system])) for column in _TRANSLATION_COLUMNS.values()]
+            lines.append(f"| {arrow(direction)} | {SYSTEM_NAMES.get(system, system)} | " + " | ".join(values) + " |")
+        if set(SYSTEM_NAMES) <= set(systems):
+            differences = [
+                _difference(column(systems["mmt"]), column(systems["mt"])) for column in _TRANSLATION_COLUMNS.values()
+            ]
+            lines.append(f"| {arrow(direction)} | Δ MMT − MT | " + " | ".join(differences) + " |")
     lines.append("")
+    return lines
+
+
+def _difference(mmt: float | None, mt: float | None) -> str:
+    return "-" if mmt is None or mt is None else signed(mmt - mt)
+
+
+def comparison_markdown(comparisons: Mapping[str, Mapping[str, Any]], pivot: str | None = None) -> list[str]:
+    """train_mmt's paired bootstrap of BLEU, the MMT against the text-only MT, a row per direction (from the pivot
+    first): both systems' BLEU, the difference, the p-value and the verdict at :data:`ALPHA`, and the MMT's BLEU
+    over the resamples (mean ± the 95% confidence interval's half-width); then the sacreBLEU signature(s).
+
+    Args:
+        comparisons: Direction (``en-de``) -> its ``mmt-vs-mt-<direction>`` file: ``baseline`` (the MT's BLEU),
+            ``system`` (the MMT's), ``delta``, ``p_value``, ``mean``, ``ci``, ``samples`` and ``signature`` (the
+            last absent from files without their notes).
+        pivot: The pivot language.
+    """
+    if not comparisons:
+        return []
+    ordered = sorted(comparisons, key=direction_order(pivot))
+    resamples = sorted({int(comparisons[direction]["samples"]) for direction in ordered})
+    lines = [
+        "## The MMT against the text-only MT (paired bootstrap of BLEU)",
+        "",
+        f"Test captions resampled {' / '.join(map(str, resamples))} times with both systems' translations paired: p "
+        "is the share of resamples where chance alone gives a difference as large, were the systems equal; "
+        f"significant: p < {ALPHA:g}.",
+        "",
+        f"| direction | MT BLEU | MMT BLEU | Δ BLEU | p | significant (p < {ALPHA:g}) | "
+        "MMT BLEU, bootstrap mean ± 95% CI |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for direction in ordered:
+        row = comparisons[direction]
+        p = p_value(row["p_value"]).removeprefix("p = ").removeprefix("p ")
+        lines.append(
+            f"| {arrow(direction)} | {row['baseline']:.1f} | {row['system']:.1f} | {signed(row['delta'])} | {p} | "
+            f"{'yes' if row['p_value'] < ALPHA else 'no'} | {row['mean']:.1f} ± {row['ci']:.1f} |"
+        )
+    signatures = sorted({str(comparisons[d]["signature"]) for d in ordered if "signature" in comparisons[d]})
+    lines.append("")
+    for signature in signatures:
+        lines += [f"sacreBLEU signature: `{signature}`", ""]
     return lines
 
 

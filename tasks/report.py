@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -13,9 +14,18 @@ from prefect.cache_policies import NO_CACHE
 from common.errors import InputError
 from common.files import read_json, write_text
 from common.metrics_files import is_notes_file, read_metrics
+from report.headline import headline
 from report.html import results_html
-from report.samples import sample_captions
-from report.tables import ReportContext, diversity_markdown, results_markdown, translation_markdown
+from report.samples import differing_examples, examples_markdown
+from report.tables import (
+    ReportContext,
+    comparison_markdown,
+    diversity_markdown,
+    results_markdown,
+    translation_markdown,
+)
+
+COMPARISON_PREFIX = "mmt-vs-mt-"  # train_mmt's paired bootstrap files beside the systems' own metrics
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,7 @@ class ReportInputs:
     images: str  # the target corpus's image folder (the sampled images)
     diversity: str  # augment's metrics file: token types and bigrams per variant
     round_trips: str  # synthesize's metrics folder: <target>.json, the round trips that changed their source
-    translation: str  # train_mmt's metrics folder: <system>.json, the translation systems' test scores
+    translation: str  # train_mmt's metrics folder: <system>.json (test scores), mmt-vs-mt-<src>-<tgt>.json (bootstrap)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -44,11 +54,12 @@ def write_report(
 ) -> str:
     """``results.md`` and ``index.html`` from ``<run>.json`` in ``inputs.metrics_dir`` for each of ``runs`` that has
     one (the ``<model>-<variant>-<role>`` runs the params name: files of runs since dropped from them are left out),
-    with the caption diversity of ``inputs.diversity`` (augment's metrics), ``<inputs.round_trips>/<target>.json``
-    (synthesize's) and the translation systems' ``<inputs.translation>/<system>.json`` (train_mmt's), and
-    ``samples`` train images with a human caption and what each system synthesized from it (``inputs.synthesized``:
-    synthesize's caption files); variants are shown by ``variant_labels`` (name -> label, in the order of the rows);
-    the Markdown is also the artifact ``key``."""
+    with the translation systems' ``<inputs.translation>/<system>.json`` and the paired bootstraps
+    ``mmt-vs-mt-<src>-<tgt>.json`` beside them (train_mmt's), the caption diversity of ``inputs.diversity``
+    (augment's metrics), ``<inputs.round_trips>/<target>.json`` (synthesize's), and per target language up to
+    ``samples`` captions the two systems translated differently (``inputs.synthesized``: synthesize's caption files),
+    all under a headline made from those numbers (:func:`report.headline.headline`); variants are shown by
+    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
     files = [Path(inputs.metrics_dir) / f"{run}.json" for run in runs]
     found = [path for path in files if path.is_file()]
     if not found:
@@ -64,18 +75,35 @@ def write_report(
         raise InputError(f"{inputs.diversity}: no augment metrics file (run the augment stage first)")
     lexical = read_json(inputs.diversity)
     changes = {path.stem: read_json(path) for path in sorted(Path(inputs.round_trips).glob("*.json"))}
-    # beside the systems' files lie train_mmt's mmt-vs-mt comparisons, which score no system of their own
-    scored = [
-        path
-        for path in sorted(Path(inputs.translation).glob("*.json"))
-        if not path.stem.startswith("mmt-vs-mt-") and not is_notes_file(path)
-    ]
-    systems = {path.stem: read_metrics(path) for path in scored}
-    sections = [*translation_markdown(systems), *diversity_markdown(lexical, changes, variant_labels)]
-    markdown = "\n".join([results_markdown(results, variant_labels, context), *sections])
+    systems, comparisons = read_translation(Path(inputs.translation))
+    pivot = context.pivot
     synthesized = [Path(path) for path in inputs.synthesized]
-    pages = sample_captions(synthesized, Path(inputs.prepared), Path(inputs.images), samples)
+    examples = differing_examples(synthesized, Path(inputs.prepared), Path(inputs.images), samples)
+    sections = [
+        *translation_markdown(systems, pivot),
+        *comparison_markdown(comparisons, pivot),
+        *diversity_markdown(lexical, changes, variant_labels),
+    ]
+    findings = headline(results, comparisons, variant_labels, context.origins, pivot)
+    markdown = "\n".join(
+        [results_markdown(results, variant_labels, context, findings), *sections, *examples_markdown(examples)]
+    )
+    page = results_html(results, examples, variant_labels, sections, context, findings)
     write_text(Path(out_dir) / "results.md", markdown)
-    write_text(Path(out_dir) / "index.html", results_html(results, pages, variant_labels, sections, context))
+    write_text(Path(out_dir) / "index.html", page)
     create_markdown_artifact(key=key, markdown=markdown, description="Retrieval results")
     return markdown
+
+
+def read_translation(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """train_mmt's metrics in ``folder``: (system name -> its test scores, direction -> the paired bootstrap of the
+    MMT against the text-only MT, from ``mmt-vs-mt-<direction>.json``); notes files joined to their numbers."""
+    systems, comparisons = {}, {}
+    for path in sorted(folder.glob("*.json")):
+        if is_notes_file(path):
+            continue
+        if path.stem.startswith(COMPARISON_PREFIX):
+            comparisons[path.stem.removeprefix(COMPARISON_PREFIX)] = read_metrics(path)
+        else:
+            systems[path.stem] = read_metrics(path)
+    return systems, comparisons

@@ -129,8 +129,13 @@ def test_report_tables_every_run(
         stale.unlink()
     markdown = (out / "results.md").read_text()
     assert "pivot_test" not in markdown
-    assert "## Translation (test captions)" in markdown and "| mmt-en-de |" in markdown and "| mt-de-en |" in markdown
-    assert "mmt-vs-mt" not in markdown
+    assert markdown.startswith("# Retrieval results\n\n**Findings.** Retrieval (")
+    assert "one seed; not tested for significance." in markdown and "Translation (en→de): the MMT scores " in markdown
+    assert (
+        "## Translation (test captions)" in markdown and "| en→de | MMT |" in markdown and "| de→en | MT |" in markdown
+    )
+    assert "| en→de | Δ MMT − MT |" in markdown and "mmt-vs-mt" not in markdown
+    assert "## The MMT against the text-only MT (paired bootstrap of BLEU)" in markdown
     assert "## Caption diversity (train split)" in markdown and "| MMT(f+b) | en |" in markdown
     assert "## Round trips that changed their source" in markdown and "| de | mmt | 2 | 30 |" in markdown
     for name in MODELS:
@@ -138,8 +143,11 @@ def test_report_tables_every_run(
     assert "| san | - | all |" in markdown and "translate-search" in markdown
     assert "| san | MMT(f) | discard_human_targets |" in markdown and "| san | MMT(f) | pivot_only |" in markdown
     page = (out / "index.html").read_text()
-    assert page.count("data:image/png;base64,") >= 1 and "mmt-en-de hop 1 de" in page and "mt-en-de hop 1 de" in page
-    assert "<th>MT (text-only)</th><th>MMT (with the image)</th>" in page  # the two systems side by side
+    section = markdown.split("## Examples: where the MT and the MMT translate differently")[1]
+    examples = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| image |")]
+    assert examples and page.count("data:image/png;base64,") == len(examples)  # each beside its image
+    assert "<th>MT (text-only)</th>" in page and "<th>de (human, same image)</th>" in page
+    assert "<p><strong>Findings.</strong> Retrieval (" in page and "`" not in page  # Markdown rendered, not printed
     assert "<h2>Round trips that changed their source</h2>" in page and "<th>changed (%)</th>" in page
 
 

@@ -45,7 +45,16 @@ def params(tmp_path: Path) -> Params:
     loaded = dataclasses.replace(loaded, paths=dataclasses.replace(loaded.paths, metrics="metrics"))
     for index, name in enumerate(loaded.retrieval.run_names()):
         write_metrics(tmp_path / "metrics" / "retrieval" / f"{name}.json", _retrieval(300.0 + index))
-    comparison = {"system": 75.234, "baseline": 61.15, "delta": 14.084, "ci": 3.7, "p_value": 0.001, "signature": "s"}
+    comparison = {
+        "system": 75.234,
+        "baseline": 61.15,
+        "delta": 14.084,
+        "mean": 75.3,
+        "ci": 3.7,
+        "p_value": 0.001,
+        "samples": 1000,
+        "signature": "s",
+    }
     write_metrics(tmp_path / "metrics" / "mmt" / "mmt-vs-mt-en-de.json", comparison)
     write_metrics(tmp_path / "metrics" / "mmt" / "mmt-en-de.json", {"bleu": 75.234, "chrf": 80.0, "meteor": None})
     return loaded
@@ -91,7 +100,8 @@ def test_the_page_holds_the_stage_times_and_the_reports_tables(params: Params, t
     assert page.startswith("# Results\n\nFrom the metrics that `dvc.lock` records at commit abc1234;")
     assert "`dvc repro` took 8 min 44 s on 2 CPU cores (x86_64, Linux)." in page
     assert "| `generate` | ran | 13 s |" in page and "| `report` | unchanged | - |" in page
-    assert "| en-de | 75.23 | 61.15 | +14.08 | 3.70 | 0.001 |" in page
+    assert "| en→de | 61.1 | 75.2 | +14.1 | 0.001 | yes | 75.3 ± 3.7 |" in page  # the report's bootstrap table
+    assert "\n**Findings.** Retrieval (" in page and "Translation (en→de): the MMT scores 75.2 BLEU" in page
     assert page.count("\n## ") >= 3 and "\n# Retrieval results" not in page  # the report's title demoted
     assert len(table_sections(page)) == len(published_tables(page)) - 1  # the stage table has no committed source
 

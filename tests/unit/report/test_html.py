@@ -1,14 +1,14 @@
-"""The report page: the Markdown tables as HTML tables with an rsum chart each, further sections, the header, chance
-lines and the samples of synthesized captions."""
+"""The report page: the Markdown rendered (tables, inline code, bold), an rsum chart per table, further sections, the
+header, chance lines and the examples beside their images."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from report.html import results_html
-from report.samples import sample_captions
+from report.samples import differing_examples
 from report.tables import ReportContext, diversity_markdown, translation_markdown
-from tests.unit.report.test_samples import _write_captions
+from tests.unit.report.test_samples import _write
 from tests.unit.report.test_tables import DIVERSITY, LABELS, ROUND_TRIPS, TRANSLATION, _metrics
 
 
@@ -57,12 +57,33 @@ def test_the_page_puts_the_pivot_first_with_header_and_charted_axes() -> None:
     assert 'aria-label="rsum per run, en"' in page and ">600</text>" in page and "<p>Commit abc123" in page
 
 
-def test_sample_page_shows_the_two_systems_side_by_side(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    page = results_html({}, sample_captions(synthesized, prepared, images, count=1), {})
-    sample = page[page.index('<div class="sample">') :]
-    assert sample.index("<b>human en</b>: a red circle") < sample.index("<th>MT (text-only)</th>")
-    assert "<th>MT (text-only)</th><th>MMT (with the image)</th>" in sample
-    mt_cell, mmt_cell = sample.split("<td>")[1:3]
-    assert "ein rotes Rund" in mt_cell and "ein roter Kreis" not in mt_cell
-    assert "ein roter Kreis" in mmt_cell and "a red ring" in mmt_cell
+def test_examples_show_image_source_both_translations_and_the_human_caption_escaped(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write(tmp_path)
+    page = results_html({}, differing_examples(synthesized, prepared, images, count=1), {})
+    assert "<h2>Examples: where the MT and the MMT translate differently</h2>" in page
+    section = page[page.index("<h3>en→de</h3>") : page.index("<h3>en→fr</h3>")]
+    assert section.count('<div class="sample">') == 1 and 'alt="a"' in section
+    assert section.index("data:image/png;base64,") < section.index("<th>en (human, translated)</th><td>a red ring</td>")
+    assert (
+        "<tr><th>MT (text-only)</th><td>ein rotes Rund</td></tr><tr><th>MMT (with the image)</th><td>ein roter Ring"
+        in section
+    )
+    assert "<th>de (human, same image)</th><td>ein roter Ring &lt;b&gt;&amp;&lt;/b&gt;</td>" in section
+    assert "<b>&</b>" not in page
+
+
+def test_markdown_prints_as_html_not_as_literal_markup() -> None:
+    """The legend's inline code, the headline's bold and the tables come out as elements; no backtick or ``**``
+    is left on the page."""
+    page = results_html(
+        {"san-none-all": {"en": _metrics(1.0)}},
+        [],
+        LABELS,
+        ["## Translation", "", "| a | b |", "|---|---|", "| `x` | <i>y</i> |", ""],
+        headline="**Findings.** MMT(f) beats no augmentation (`-`, 1.0).",
+    )
+    assert page.index("<h1>Retrieval results</h1>") < page.index("<p><strong>Findings.</strong> MMT(f) beats no ")
+    assert "no augmentation (<code>-</code>, 1.0).</p>" in page
+    assert "<p>Variants: <code>-</code> the human captions alone;" in page
+    assert "<td><code>x</code></td>\n<td>&lt;i&gt;y&lt;/i&gt;</td>" in page
+    assert "`" not in page and "**" not in page

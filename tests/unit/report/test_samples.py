@@ -1,5 +1,5 @@
-"""Synthesized captions for the report page: thumbnails, and for the first train images that were translated, a
-human caption with each system's chain of captions translated from it."""
+"""Examples for the report: captions the text-only MT and the MMT translated differently, chosen deterministically,
+with the human caption of the same image in the target language and the image's thumbnail."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from PIL import Image
 
 from corpora import tables
-from report.samples import Sample, sample_captions, thumbnail
+from report.samples import EXAMPLES_NOTE, Example, differing_examples, examples_markdown, thumbnail
 
 
 def _png(path: Path, size: tuple[int, int], mode: str = "RGB", colour: Any = (200, 30, 30)) -> None:
@@ -34,58 +34,68 @@ def test_thumbnail_fits_the_box_and_keeps_small_images(tmp_path: Path) -> None:
     assert small.size == (50, 40) and small.mode == "RGB" and small.getpixel((0, 0)) == (90, 90, 90)
 
 
-def _sampled_rows() -> list[dict[str, Any]]:
-    """Image a: human en c1 -> mmt de (hop 1) -> mmt en (hop 2) -> mmt de (hop 3), c1 -> mmt fr (hop 1) and
-    c1 -> mt de (hop 1); a second human caption without translations. Image b: human only. Image c (test split):
-    translated, but not a train image. Image d: the second sampled one (MMT only)."""
+def _row(
+    caption_id: str,
+    image_id: str,
+    lang: str,
+    text: str,
+    parent: str | None = None,
+    hop: int = 0,
+    system: str | None = None,
+    kind: str = "comparable",
+) -> dict[str, Any]:
+    return {
+        "caption_id": caption_id,
+        "image_id": image_id,
+        "split": "train",
+        "lang": lang,
+        "text": text,
+        "origin": "human" if system is None else system.partition("-")[0],
+        "system": system,
+        "hop": hop,
+        "parent_id": parent,
+        "kind": kind,
+    }
 
-    def row(
-        caption_id: str,
-        image_id: str,
-        lang: str,
-        text: str,
-        parent: str | None = None,
-        hop: int = 0,
-        system: str | None = None,
-        split: str = "train",
-    ) -> dict[str, Any]:
-        return {
-            "caption_id": caption_id,
-            "image_id": image_id,
-            "split": split,
-            "lang": lang,
-            "text": text,
-            "origin": "human" if system is None else system.partition("-")[0],
-            "system": system,
-            "hop": hop,
-            "parent_id": parent,
-            "kind": "comparable",
-        }
 
+def _rows() -> list[dict[str, Any]]:
+    """Image a: c1's translations differ only in case and spacing, c2's differ; two human German captions (the
+    translation caption is shown). Image b: the MT did not translate it. Image c: differs, no German caption.
+    Image d: two differing captions (one example per image). Hop 2 and French rows beside them."""
     return [
-        row("a#en#c0", "a", "en", "an untranslated caption"),
-        row("a#en#c1", "a", "en", "a red circle"),
-        row("b#en#c1", "b", "en", "a blue star"),
-        row("c#en#c1", "c", "en", "a green heart", split="test"),
-        row("d#en#c1", "d", "en", "a black square"),
-        row("a#en#2", "a", "en", "a red ring", "a#de#1", 2, "mmt-de-en"),  # before its parent: order is by hop
-        row("a#de#1", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mmt-en-de"),
-        row("a#fr#1", "a", "fr", "un cercle rouge", "a#en#c1", 1, "mmt-en-fr"),
-        row("a#de#3", "a", "de", "ein roter Ring", "a#en#2", 3, "mmt-en-de"),
-        row("a#de#mt1", "a", "de", "ein rotes Rund", "a#en#c1", 1, "mt-en-de"),
-        row("c#de#1", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mmt-en-de", split="test"),
-        row("d#de#1", "d", "de", "ein schwarzes Quadrat", "d#en#c1", 1, "mmt-en-de"),
+        _row("a#en#c1", "a", "en", "a red circle"),
+        _row("a#en#c2", "a", "en", "a red ring"),
+        _row("a#de#c1", "a", "de", "ein Kreis"),
+        _row("a#de#t", "a", "de", "ein roter Ring <b>&</b>", kind="translation"),
+        _row("b#en#c1", "b", "en", "a blue star"),
+        _row("c#en#c1", "c", "en", "a green heart"),
+        _row("d#en#c1", "d", "en", "a black | square"),
+        _row("d#en#c2", "d", "en", "a black box"),
+        _row("a#de#c1>mt", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mt-en-de"),
+        _row("a#de#c1>mmt", "a", "de", "Ein  roter  KREIS ", "a#en#c1", 1, "mmt-en-de"),
+        _row("a#de#c2>mt", "a", "de", "ein rotes Rund", "a#en#c2", 1, "mt-en-de"),
+        _row("a#de#c2>mmt", "a", "de", "ein roter Ring", "a#en#c2", 1, "mmt-en-de"),
+        _row("a#de#c2>mmt>en", "a", "en", "a red ring", "a#de#c2>mmt", 2, "mmt-de-en"),
+        _row("b#de#c1>mmt", "b", "de", "ein blauer Stern", "b#en#c1", 1, "mmt-en-de"),
+        _row("c#de#c1>mt", "c", "de", "ein grünes Herz", "c#en#c1", 1, "mt-en-de"),
+        _row("c#de#c1>mmt", "c", "de", "ein grünes Herzchen", "c#en#c1", 1, "mmt-en-de"),
+        _row("d#de#c2>mt", "d", "de", "eine schwarze Kiste", "d#en#c2", 1, "mt-en-de"),
+        _row("d#de#c2>mmt", "d", "de", "ein schwarzer Kasten", "d#en#c2", 1, "mmt-en-de"),
+        _row("d#de#c1>mt", "d", "de", "ein schwarzes | Quadrat", "d#en#c1", 1, "mt-en-de"),
+        _row("d#de#c1>mmt", "d", "de", "ein *schwarzes* Quadrat", "d#en#c1", 1, "mmt-en-de"),
+        _row("a#fr#c2>mt", "a", "fr", "un anneau", "a#en#c2", 1, "mt-en-fr"),
+        _row("a#fr#c2>mmt", "a", "fr", "un anneau rouge", "a#en#c2", 1, "mmt-en-fr"),
     ]
 
 
-def _write_captions(root: Path) -> tuple[list[Path], Path, Path]:
-    """The prepared folder (images, human captions), synthesize's files de.parquet and fr.parquet, the images."""
-    rows = _sampled_rows()
-    ids, splits = ["a", "b", "c", "d"], ["train", "train", "test", "train"]
+def _write(root: Path) -> tuple[list[Path], Path, Path]:
+    """The prepared folder (images, human captions), synthesize's de.parquet and fr.parquet, the images."""
+    rows = _rows()
+    ids = ["a", "b", "c", "d"]
     images = tables.images_table(
         {
             "image_id": ids,
-            "split": splits,
+            "split": ["train"] * 4,
             "path": [f"pics/{i}.png" for i in ids],
             "width": [None] * 4,
             "height": [None] * 4,
@@ -93,12 +103,12 @@ def _write_captions(root: Path) -> tuple[list[Path], Path, Path]:
         }
     )
     tables.write_images(images, root / "prepared" / "images.parquet")
-
     captions = tables.captions_table(
         {name: [r[name] for r in rows] for name in tables.CAPTIONS_SCHEMA.names}, images=images
     )
-    human = captions.filter(pc.equal(captions["origin"], "human"))
-    tables.write_captions(human, root / "prepared" / "captions.parquet")
+    tables.write_captions(
+        captions.filter(pc.equal(captions["origin"], "human")), root / "prepared" / "captions.parquet"
+    )
     synthesized = [root / "synthesized" / f"{target}.parquet" for target in ("de", "fr")]
     for path, target in zip(synthesized, ("de", "fr"), strict=True):  # as the synthesize stage writes them
         tables.write_parquet(captions.filter(pc.match_substring(captions["system"], target)), path)
@@ -107,37 +117,56 @@ def _write_captions(root: Path) -> tuple[list[Path], Path, Path]:
     return synthesized, root / "prepared", root / "images"
 
 
-def test_sample_captions_put_each_systems_chain_beside_the_human_caption(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    samples = sample_captions(synthesized, prepared, images, count=5)
-    assert [sample.image_id for sample in samples] == ["a", "d"]  # b: nothing synthesized; c: a test image
-    assert samples[0] == Sample(
-        "a",
-        thumbnail(images / "pics" / "a.png"),
-        ("human en", "a red circle"),
-        (
-            ("mt", (("mt-en-de hop 1 de", "ein rotes Rund"),)),
-            (
-                "mmt",
-                (
-                    ("mmt-en-de hop 1 de", "ein roter Kreis"),
-                    ("mmt-de-en hop 2 en", "a red ring"),
-                    ("mmt-en-de hop 3 de", "ein roter Ring"),
-                    ("mmt-en-fr hop 1 fr", "un cercle rouge"),
-                ),
-            ),
-        ),
+def test_examples_are_the_first_differing_captions_one_per_image(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write(tmp_path)
+    examples = differing_examples(synthesized, prepared, images, count=5)
+    assert [(e.target_lang, e.image_id) for e in examples] == [("de", "a"), ("de", "c"), ("de", "d"), ("fr", "a")]
+    assert examples[0] == Example(
+        image_id="a",
+        png=thumbnail(images / "pics" / "a.png"),
+        source_lang="en",
+        source="a red ring",  # c1's translations are the same once case and spaces are normalised
+        target_lang="de",
+        mt="ein rotes Rund",
+        mmt="ein roter Ring",
+        human="ein roter Ring <b>&</b>",  # the translation caption before the comparable one
     )
-    assert samples[1].human == ("human en", "a black square")
-    assert samples[1].chains == (("mmt", (("mmt-en-de hop 1 de", "ein schwarzes Quadrat"),)),)
-    assert _decoded(samples[1].png).size == (160, 128)  # d.png is 200 x 160
-    assert [s.image_id for s in sample_captions(synthesized, prepared, images, count=1)] == ["a"]
+    assert examples[1].human is None  # image c has no German caption
+    assert (examples[2].source, examples[2].mt) == ("a black | square", "ein schwarzes | Quadrat")  # d#en#c1 first
+    assert examples[3].human is None and examples[3].mmt == "un anneau rouge"
+    assert _decoded(examples[2].png).size == (160, 128)  # d.png is 200 x 160
+    first_each = differing_examples(synthesized, prepared, images, count=1)
+    assert [(e.target_lang, e.image_id) for e in first_each] == [("de", "a"), ("fr", "a")]
 
 
-def test_sample_captions_skip_missing_files_and_count_zero(tmp_path: Path) -> None:
-    synthesized, prepared, images = _write_captions(tmp_path)
-    only_fr = sample_captions([tmp_path / "none.parquet", synthesized[1]], prepared, images, count=5)
-    french = ("mmt", (("mmt-en-fr hop 1 fr", "un cercle rouge"),))
-    assert [(s.image_id, s.chains) for s in only_fr] == [("a", (french,))]
-    assert sample_captions(synthesized, prepared, images, count=0) == []
-    assert sample_captions([tmp_path / "nowhere.parquet"], prepared, images, count=3) == []
+def test_no_files_or_count_zero_give_no_examples(tmp_path: Path) -> None:
+    synthesized, prepared, images = _write(tmp_path)
+    assert [
+        e.target_lang for e in differing_examples([tmp_path / "no.parquet", synthesized[1]], prepared, images, 3)
+    ] == ["fr"]
+    assert differing_examples(synthesized, prepared, images, count=0) == []
+    assert differing_examples([tmp_path / "nowhere.parquet"], prepared, images, count=3) == []
+
+
+def test_examples_markdown_escapes_captions_and_groups_directions() -> None:
+    example = Example("d", b"", "en", "a black | square", "de", "ein *schwarzes* Quadrat", "ein `Quadrat`", None)
+    french = Example("a", b"", "en", "a red ring", "fr", "un anneau", "un anneau rouge", "un anneau <rouge>")
+    assert examples_markdown([example, french]) == [
+        "## Examples: where the MT and the MMT translate differently",
+        "",
+        EXAMPLES_NOTE,
+        "",
+        "### en→de",
+        "",
+        "| image | en (human, translated) | MT | MMT | de (human, same image) |",
+        "|---|---|---|---|---|",
+        r"| d | a black \| square | ein \*schwarzes\* Quadrat | ein \`Quadrat\` | - |",
+        "",
+        "### en→fr",
+        "",
+        "| image | en (human, translated) | MT | MMT | fr (human, same image) |",
+        "|---|---|---|---|---|",
+        r"| a | a red ring | un anneau | un anneau rouge | un anneau \<rouge\> |",
+        "",
+    ]
+    assert examples_markdown([]) == []

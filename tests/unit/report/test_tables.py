@@ -10,6 +10,7 @@ import pytest
 from report.tables import (
     ReportContext,
     chance_line,
+    comparison_markdown,
     diversity_markdown,
     results_markdown,
     split_run,
@@ -131,16 +132,78 @@ def test_diversity_tables_follow_the_variant_order_and_show_percent_changed() ->
     assert diversity_markdown({}, {}, LABELS) == []
 
 
-def test_translation_table_shows_the_image_measures_where_recorded() -> None:
-    lines = translation_markdown(TRANSLATION)
-    assert lines[0] == "## Translation (test captions)"
-    assert lines[4:8] == [
-        "| mmt-de-en | 20.0 | 45.0 | - | -0.5 | - | - | - |",
-        "| mmt-en-de | 31.2 | 56.0 | 52.0 | 1.5 | 75.0 | 40.0 | 62.5 |",
-        "| mt-de-en | 19.0 | 44.0 | - | - | - | - | - |",
-        "| mt-en-de | 30.0 | 55.0 | - | - | 25.0 | 40.0 | 50.0 |",
+def test_translation_table_puts_mt_and_mmt_of_a_direction_side_by_side_with_their_difference() -> None:
+    lines = translation_markdown(TRANSLATION, pivot="en")
+    assert lines[:4] == [
+        "## Translation (test captions)",
+        "",
+        "| direction | system | BLEU | chrF | METEOR | image awareness | image-dependent words (%) | "
+        "BLEU, sentences with them | contrastive (%) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    assert lines[4:] == [
+        "| en→de | MT | 30.0 | 55.0 | - | - | 25.0 | 40.0 | 50.0 |",
+        "| en→de | MMT | 31.2 | 56.0 | 52.0 | 1.5 | 75.0 | 40.0 | 62.5 |",
+        "| en→de | Δ MMT − MT | +1.2 | +1.0 | - | - | +50.0 | 0.0 | +12.5 |",
+        "| de→en | MT | 19.0 | 44.0 | - | - | - | - | - |",
+        "| de→en | MMT | 20.0 | 45.0 | - | -0.5 | - | - | - |",
+        "| de→en | Δ MMT − MT | +1.0 | +1.0 | - | - | - | - | - |",
+        "",
+    ]
+    assert (
+        translation_markdown(TRANSLATION)[4] == "| de→en | MT | 19.0 | 44.0 | - | - | - | - | - |"
+    )  # no pivot: sorted
+    only_mmt = translation_markdown({"mmt-en-de": TRANSLATION["mmt-en-de"]})
+    assert only_mmt[4:] == ["| en→de | MMT | 31.2 | 56.0 | 52.0 | 1.5 | 75.0 | 40.0 | 62.5 |", ""]  # no Δ row
     assert translation_markdown({}) == []
+    with pytest.raises(ValueError, match=r"^'mmt-en' is not a translation system name <system>-<src>-<tgt>$"):
+        translation_markdown({"mmt-en": TRANSLATION["mmt-en-de"]})
+
+
+COMPARISONS = {
+    "de-en": {
+        "baseline": 63.14,
+        "system": 63.10,
+        "delta": -0.04,
+        "p_value": 0.3966,
+        "mean": 63.13,
+        "ci": 3.6,
+        "samples": 1000,
+        "signature": "nrefs:1|bs:1000|seed:12345",
+    },
+    "en-de": {
+        "baseline": 61.77,
+        "system": 76.79,
+        "delta": 15.02,
+        "p_value": 0.000999,
+        "mean": 76.86,
+        "ci": 3.54,
+        "samples": 1000,
+        "signature": "nrefs:1|bs:1000|seed:12345",
+    },
+}
+
+
+def test_the_paired_bootstrap_table_gives_both_bleus_the_delta_p_and_the_interval() -> None:
+    lines = comparison_markdown(COMPARISONS, pivot="en")
+    assert lines[0] == "## The MMT against the text-only MT (paired bootstrap of BLEU)"
+    assert lines[2].startswith("Test captions resampled 1000 times with both systems' translations paired: p is ")
+    assert lines[4:] == [
+        "| direction | MT BLEU | MMT BLEU | Δ BLEU | p | significant (p < 0.05) | MMT BLEU, bootstrap mean ± 95% CI |",
+        "|---|---|---|---|---|---|---|",
+        "| en→de | 61.8 | 76.8 | +15.0 | < 0.001 | yes | 76.9 ± 3.5 |",
+        "| de→en | 63.1 | 63.1 | 0.0 | 0.397 | no | 63.1 ± 3.6 |",
+        "",
+        "sacreBLEU signature: `nrefs:1|bs:1000|seed:12345`",
+        "",
+    ]
+    edge = {"fr-en": {**COMPARISONS["de-en"], "p_value": 0.05}, "en-fr": {**COMPARISONS["de-en"], "p_value": 0.049}}
+    rows = [line for line in comparison_markdown(edge) if line.startswith("| en→fr") or line.startswith("| fr→en")]
+    assert rows == [
+        "| en→fr | 63.1 | 63.1 | 0.0 | 0.049 | yes | 63.1 ± 3.6 |",
+        "| fr→en | 63.1 | 63.1 | 0.0 | 0.050 | no | 63.1 ± 3.6 |",  # significant means p < 0.05
+    ]
+    assert comparison_markdown({}) == []
 
 
 def test_replicated_runs_show_mean_and_standard_deviation() -> None:
