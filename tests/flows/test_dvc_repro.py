@@ -89,7 +89,7 @@ def test_repro_runs_then_skips_then_reruns_on_param_change(project: tuple[Path, 
     plots = json.loads(run(["dvc", "plots", "show", "--json"], root, env))
     curve = plots["data"]["data/metrics/retrieval/san-mmt_f-all.history.tsv"]
     rows = [row for entry in curve for row in entry["content"]["data"]["values"]] if curve else []
-    assert rows and {"epoch", "val_rsum", "loss", "val_en_rsum", "val_de_rsum"} <= set(rows[0]), plots["data"].keys()
+    assert rows and {"epoch", "val_rsum", "loss", "val_rsum_en", "val_rsum_de"} <= set(rows[0]), plots["data"].keys()
 
     renamed_tree = tiny_params_tree(dataset="synthetic-renamed")
     renamed_tree["retrieval"]["models"] = ["san"]
