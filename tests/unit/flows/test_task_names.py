@@ -51,3 +51,12 @@ def test_retrieval_task_runs_name_the_run_and_the_seed(task: Any, verb: str) -> 
 def test_system_labels_read_the_folder_name() -> None:
     assert mmt.system_label("data/models/mmt/mmt-en-de") == "MMT en-de"
     assert mmt.system_label(Path("mt-fr-en")) == "MT fr-en"
+
+
+def test_data_and_feature_task_runs_name_their_pair_file_or_shard() -> None:
+    from features.extraction import Shard
+    from tasks import data, features
+
+    assert run_name(data.read_parallel_pair, pivot="en", target="de") == "read parallel en-de"
+    assert run_name(data.write_parallel_pair, out="data/prepared/parallel/en-de.parquet") == "write en-de.parquet"
+    assert run_name(features.extract_shard_task, shard=Shard(7, ())) == "extract shard-00007"
