@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -120,6 +121,23 @@ def staged_children(folder: str | os.PathLike[str]) -> Iterator[Path]:
             os.replace(entry, destination)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_STAGING_FOLDER = re.compile(r"\.staged\.[a-z0-9_]+\.tmp")  # staged_children's folder
+_TEMPORARY_SIBLING = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]+\.tmp")  # atomic_dir's and atomic_path's, of <name>
+
+
+def final_path(path: str | os.PathLike[str]) -> Path:
+    """The path that ``path``, written inside a :func:`staged_children` folder or as an :func:`atomic_dir` or
+    :func:`atomic_path` temporary, has once its writer succeeds: what messages people read should name.
+    ``data/models/.staged.k2j4.tmp/mmt-en-de/src.model`` -> ``data/models/mmt-en-de/src.model``."""
+    parts: list[str] = []
+    for part in Path(path).parts:
+        if _STAGING_FOLDER.fullmatch(part):
+            continue
+        sibling = _TEMPORARY_SIBLING.fullmatch(part)
+        parts.append(sibling.group("name") if sibling else part)
+    return Path(*parts) if parts else Path(path)
 
 
 def parse_json(text: str | bytes, where: str) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,9 +66,25 @@ def synthesize(
     counts = write_synthesized([table for origin in origins for table in passes[origin]], paths.prepared, paths.out)
     changes = {origin: round_trip_changes(sources, passes[origin]) for origin in origins}
     write_text(paths.metrics, json.dumps(changes, indent=2, sort_keys=True) + "\n")
-    get_run_logger().info("Round trips that changed their source: %s", json.dumps(changes))
+    logger = get_run_logger()
+    for line in round_trip_lines(changes):
+        logger.info("%s", line)
     _show_samples(sources, passes, pivot, target)
     return counts
+
+
+def round_trip_lines(changes: Mapping[Origin, Mapping[str, Mapping[str, float | int]]]) -> list[str]:
+    """One log line per system and hop of :func:`~mmt.diversity.round_trip_changes`' figures: ``MMT hop 2 · 83.3% of
+    12 captions changed · 40 token types, 6 new``."""
+    lines = []
+    for origin, hops in changes.items():
+        for hop, figures in hops.items():
+            lines.append(
+                f"{origin.upper()} {hop.replace('hop', 'hop ')} · {100 * figures['changed']:.1f}% of "
+                f"{figures['captions']} captions changed · {figures['token_types']} token types, "
+                f"{figures['new_types']} new"
+            )
+    return lines
 
 
 def _pass(
@@ -87,7 +103,9 @@ def _pass(
     shards = plan_shards(sources, task, work=Path(paths.work), shard_size=config.shard_size)
     translator = PassSystem(model_dir, paths.store, runtime, config.beam, config.batch_size)
     futures = translate_shard.map(shards, unmapped(task), unmapped(translator))
-    progress = progress_artifact(f"{system} (hop {hop}): shards translated")
+    progress = progress_artifact(
+        f"{system} (hop {hop}): shards translated", key=artifact_key(f"synthesis-progress-{system}-hop-{hop}")
+    )
     for done, future in enumerate(as_completed(futures), start=1):
         future.result()
         update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))

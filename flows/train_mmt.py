@@ -48,6 +48,29 @@ def train_mmt(
     runtime: Runtime,
     parallel_directions: bool = False,
 ) -> list[dict[str, object]]:
+    """Both directions' systems into ``paths.models``, their metrics into ``paths.metrics``: the flow's parameters
+    name these final folders; the four system folders and their metrics files are written into a staging folder
+    inside each and appear only once all are complete (a killed run leaves none of them, rather than folders holding
+    an early best-so-far checkpoint)."""
+    with staged_children(paths.models) as models, staged_children(paths.metrics) as metrics:
+        staged = dataclasses.replace(paths, models=str(models), metrics=str(metrics))
+        rows = _train_pair(config, pivot, target, prepared, parallel, staged, seed, runtime, parallel_directions)
+    description = "Test captions: BLEU and chrF"
+    create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
+    return rows
+
+
+def _train_pair(
+    config: SystemsConfig,
+    pivot: str,
+    target: str,
+    prepared: str,
+    parallel: str,
+    paths: PairPaths,
+    seed: int,
+    runtime: Runtime,
+    parallel_directions: bool,
+) -> list[dict[str, object]]:
     region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
     # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
     corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
@@ -64,8 +87,6 @@ def train_mmt(
             rows = [row for future in futures for row in future.result()]
     else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
         rows = [row for job in jobs for row in train_direction(job)]
-    description = "Test captions: BLEU and chrF"
-    create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
     return rows
 
 
@@ -82,14 +103,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "mmt" in params.mmt.systems and args.store is None:
             raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
         runtime = Runtime.resolve(params.device, params.precision)
-        # the four system folders and their metrics files appear only once all are complete (a killed run leaves
-        # none of them, rather than folders holding an early best-so-far checkpoint)
-        with (
-            tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"),
-            staged_children(args.models) as models,
-            staged_children(args.metrics) as metrics,
-        ):
-            paths = PairPaths(args.store, str(models), args.mt_models, str(metrics))
+        with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
+            paths = PairPaths(args.store, args.models, args.mt_models, args.metrics)
             named(train_mmt, args.params)(
                 params.mmt,
                 params.languages.pivot,

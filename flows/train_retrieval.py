@@ -50,6 +50,24 @@ def train_retrieval(
     metrics: str,
     runtime: Runtime,
 ) -> dict[str, Any]:
+    """Train and test every replicate of one run into the model folder ``out`` (the flow's parameters name this
+    final folder; the run writes a temporary one beside it, swapped in once every replicate is done)."""
+    with atomic_dir(out) as staged:
+        return _train_run(config, all_languages, base_seed, model, variant, role, inputs, str(staged), metrics, runtime)
+
+
+def _train_run(
+    config: RetrievalConfig,
+    all_languages: Languages,
+    base_seed: int,
+    model: str,
+    variant: str,
+    role: str,
+    inputs: RetrievalInputs,
+    out: str,
+    metrics: str,
+    runtime: Runtime,
+) -> dict[str, Any]:
     pivot = all_languages.pivot
     languages = config.role(role, pivot)
     seeds = replicate_seeds(base_seed, config.replicates)
@@ -78,6 +96,8 @@ def train_retrieval(
                 config,
                 languages,
                 inputs,
+                run=run,
+                seed=seed,
                 model_dir=model_dir,
                 metrics_path=test_metrics,
                 languages=config.caption_languages(),
@@ -90,12 +110,9 @@ def train_retrieval(
 
 
 def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -> str:
-    """The replicate's best epoch, counted from 1 of the configured ``epochs`` as the progress lines before it are
-    ("epoch 4/5", also when patience stopped early); the summary's ``best_epoch`` is 0-based."""
-    return (
-        f"{run} (seed {seed}): best validation rsum {summary['best_val_rsum']:.1f} "
-        f"at epoch {summary['best_epoch'] + 1}/{epochs}"
-    )
+    """The replicate's best epoch of the configured ``epochs``, as the epoch lines before it count it (from 1: "epoch
+    4/5", also when patience stopped early), as the summary's ``best_epoch`` and the history do."""
+    return f"{run} seed {seed} · best val rsum {summary['best_val_rsum']:.1f} at epoch {summary['best_epoch']}/{epochs}"
 
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:
@@ -129,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         captions = str(Path(args.augmented) / args.variant)
         inputs = RetrievalInputs(captions, args.store, args.word_vectors, args.queries)
-        with tags(*run_tags_), atomic_dir(args.out) as out:  # the model folder appears once every replicate is done
+        with tags(*run_tags_):
             named(train_retrieval, args.params)(
                 params.retrieval,
                 params.languages,
@@ -138,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.variant,
                 args.role,
                 inputs,
-                str(out),
+                args.out,
                 args.metrics,
                 runtime,
             )

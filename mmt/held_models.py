@@ -17,7 +17,7 @@ import torch
 
 from common.errors import InputError
 from common.files import atomic_dir, read_json, write_json
-from mmt.seq2seq import Seq2SeqTranslator, TrainingSchedule, check_pairs, fit, weights_file
+from mmt.seq2seq import EpochFn, Seq2SeqTranslator, TrainingSchedule, check_pairs, fit, weights_file
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,7 @@ def build_held_system(
     val: tuple[Sequence[str], Sequence[str]],
     device: torch.device,
     seed: int,
+    on_epoch: EpochFn | None = None,
 ) -> Seq2SeqTranslator:
     """The system folder ``out_dir`` from a held model: fine-tuned on the ``train`` pairs (the weights of the epoch
     with the lowest loss on ``val`` kept) when ``finetune`` is given, else as it is; in both cases holding only
@@ -112,7 +113,16 @@ def build_held_system(
         logger.info("Fine-tuning %s (%s) on %d caption pairs", held.name, translator.languages.family, len(train[0]))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # forked: dropout is seeded without touching the caller's RNG
-            fit(translator, train, val, finetune, seed=seed, settings_key="mmt.seq2seq.finetune")
+            fit(
+                translator,
+                train,
+                val,
+                finetune,
+                seed=seed,
+                settings_key="mmt.seq2seq.finetune",
+                phase="finetune",
+                on_epoch=on_epoch,
+            )
     languages = translator.languages
     with atomic_dir(out_dir) as tmp:
         if finetune is not None:

@@ -18,7 +18,7 @@ import torch
 
 from common.checks import SettingError, check_fraction, check_positive, check_range
 from common.files import atomic_dir
-from mmt.seq2seq import ProgressFn, Seq2SeqTranslator, check_pairs, fit
+from mmt.seq2seq import EpochFn, ProgressFn, Seq2SeqTranslator, check_pairs, fit
 from mmt.seq2seq_languages import LanguageSetup
 from mmt.text import train_sentencepiece
 
@@ -107,6 +107,7 @@ def train_marian(
     device: torch.device,
     seed: int,
     progress: ProgressFn | None = None,
+    on_epoch: EpochFn | None = None,
 ) -> Seq2SeqTranslator:
     """Train a small Marian model from scratch on parallel text and save it as a model folder.
 
@@ -126,6 +127,7 @@ def train_marian(
         device: Where to train.
         seed: Seeds the tokenizers, initialisation, dropout and batch order.
         progress: Called after every step as ``progress(step, total_steps, loss)``.
+        on_epoch: Called with each epoch's log line (``mt-en-de train · epoch 1/10 · ...``).
 
     Returns:
         The trained model, loaded back from ``out_dir``.
@@ -146,6 +148,7 @@ def train_marian(
             seed=seed,
             settings_key="mmt.seq2seq.train",
             progress=progress,
+            on_epoch=on_epoch,
         )
         model.generation_config.max_length = config.max_len + 1  # + the decoder start token
         model.generation_config.bad_words_ids = [[model.config.pad_token_id]]  # never emit pad, as OPUS-MT

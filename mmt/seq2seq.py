@@ -11,6 +11,7 @@ import copy
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 import torch.nn.functional as F
 
+from common.epoch_log import EpochLine, format_epoch, seconds_left
 from common.errors import InputError
 from mmt.seq2seq_languages import LanguageSetup, detect_family, language_setup
 
@@ -32,6 +34,8 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # in order of prefere
 
 ProgressFn = Callable[[int, int, float], None]
 """Called after each optimizer step with (step, total_steps, training loss)."""
+EpochFn = Callable[[EpochLine], None]
+"""Called with each epoch's log line (progress reports)."""
 
 
 class TrainingSchedule(Protocol):
@@ -265,16 +269,22 @@ def fit(
     seed: int,
     settings_key: str,
     progress: ProgressFn | None = None,
+    phase: str = "train",
+    on_epoch: EpochFn | None = None,
 ) -> None:
     """Train ``translator``'s model in place: AdamW over shuffled batches with warm-up then inverse-square-root
     decay; with ``val`` pairs, the weights of the epoch with the lowest validation loss are kept. The model is left
-    in eval mode. ``settings_key`` (e.g. ``mmt.seq2seq.finetune``) is named when training diverges."""
+    in eval mode. ``settings_key`` (e.g. ``mmt.seq2seq.finetune``) is named when training diverges. Each epoch logs
+    one line (:mod:`common.epoch_log`: ``mt-en-de train · epoch 2/10 · step 64 · loss 3.412 · val loss 3.120 (best
+    3.120) · ...``, epochs counted from 1; ``phase`` follows the system's name), which ``on_epoch`` gets too."""
     model = translator.model
     src_texts, tgt_texts = train
     batches_per_epoch = math.ceil(len(src_texts) / config.batch_size)
     total_steps = batches_per_epoch * config.epochs
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
+    epochs = math.ceil(total_steps / batches_per_epoch)  # max_steps may end the schedule early
+    started = time.perf_counter()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     warmup = max(config.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -284,6 +294,7 @@ def fit(
     best_loss, best_state, step = math.inf, None, 0
     for epoch in range(config.epochs):
         model.train()
+        losses: list[float] = []
         order = torch.randperm(len(src_texts), generator=order_rng).tolist()
         for start in range(0, len(order), config.batch_size):
             if step == total_steps:
@@ -292,7 +303,7 @@ def fit(
             loss = _batch_loss(translator, [src_texts[i] for i in batch], [tgt_texts[i] for i in batch], config)
             if not math.isfinite(loss.item()):
                 raise FloatingPointError(
-                    f"{translator.name} training diverged at epoch {epoch}, step {step}: the loss is "
+                    f"{translator.name} training diverged at epoch {epoch + 1}, step {step}: the loss is "
                     f"{loss.item()} (try a lower {settings_key}.lr)"
                 )
             optimizer.zero_grad(set_to_none=True)
@@ -300,18 +311,38 @@ def fit(
             norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm))
             if not math.isfinite(norm):
                 raise FloatingPointError(
-                    f"{translator.name} training diverged at epoch {epoch}, step {step}: the gradient norm is {norm}"
+                    f"{translator.name} training diverged at epoch {epoch + 1}, step {step}: the gradient norm is "
+                    f"{norm}"
                 )
             optimizer.step()
             scheduler.step()
             step += 1
+            losses.append(loss.item())
             if progress is not None:
-                progress(step, total_steps, loss.item())
+                progress(step, total_steps, losses[-1])
+        scores: dict[str, float] = {}
         if val is not None:
             val_loss = _validation_loss(translator, val, config)
-            logger.info("%s epoch %d: step %d, validation loss %.4f", translator.name, epoch + 1, step, val_loss)
+            scores[""] = val_loss
             if val_loss < best_loss:
                 best_loss, best_state = val_loss, copy.deepcopy(model.state_dict())
+        elapsed = time.perf_counter() - started
+        line = EpochLine(
+            run=f"{translator.name} {phase}",
+            epoch=epoch + 1,
+            epochs=epochs,
+            loss=sum(losses) / len(losses) if losses else None,
+            score_name="val loss" if scores else "",
+            scores=scores,
+            best=best_loss if scores else None,
+            decimals=3,
+            step=step,
+            seconds_per_epoch=elapsed / (epoch + 1),
+            seconds_left=seconds_left(elapsed, epoch + 1, epochs),
+        )
+        logger.info("%s", format_epoch(line))
+        if on_epoch is not None:
+            on_epoch(line)
         if step == total_steps:
             break
     if best_state is not None:

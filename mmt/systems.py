@@ -41,7 +41,7 @@ from mmt.model import MMTShape, RegionalMMT
 from mmt.pairs import DirectionData, Pairs, examples
 from mmt.seq2seq import weights_file
 from mmt.text import SubwordConfig, TextPipeline
-from mmt.train import TrainConfig, fit
+from mmt.train import TrainConfig, ValidationCallback, fit
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
 
@@ -50,8 +50,7 @@ logger = logging.getLogger(__name__)
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
-# called with each validation record of a fit (step, epoch, loss, score), for progress reports
-ValidationCallback = Callable[[dict[str, float]], None]
+STEP_LOG_EVERY = 100  # a DEBUG line every this many training steps, between the validations' lines
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,8 @@ class SystemRequest:
         mt_models: Folder of the MT models the user holds (``seq2seq.held`` names them).
         seed: Seeds every random choice of the training.
         runtime: Device and precision.
-        on_validation: Called after each validation of a regional fit with its record (step, epoch, loss, score:
-            the validation BLEU), for progress reports.
+        on_validation: Called with each validation's line of the fit (:class:`~common.epoch_log.EpochLine`),
+            for progress reports.
     """
 
     src: str
@@ -136,7 +135,7 @@ def pretrain(
         seed=seed,
         runtime=runtime,
         checkpoint=model_dir / PRETRAIN,
-        name=f"pretrain {model_dir.name}",
+        name=f"{model_dir.name} pretrain",
         on_validation=on_validation,
     )
 
@@ -157,17 +156,15 @@ def fit_system(
     mixed: Pairs | None = None,
 ) -> float:
     """Train on ``train`` (and ``training.mixed_pairs`` of the text-only ``mixed`` pairs each epoch), early-stopping
-    on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch, mean loss
-    since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it; ``on_validation``
-    gets each validation's record."""
+    on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch counted from
+    1, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it. Each
+    validation logs one line starting with ``name`` (``mmt-en-de finetune``), which ``on_validation`` gets too."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
     def report(record: dict[str, float]) -> None:
-        if "score" in record or record["step"] % 100 == 0:
-            logger.info("%s: %s", name, "  ".join(f"{key} {value:.4g}" for key, value in record.items()))
-        if "score" in record and on_validation is not None:
-            on_validation(record)
+        if record["step"] % STEP_LOG_EVERY == 0:
+            logger.debug("%s · step %d · epoch %d · loss %.3f", name, record["step"], record["epoch"], record["loss"])
 
     mixed_examples = examples(text, mixed, None) if mixed is not None and training.mixed_pairs else []
     result = fit(
@@ -182,12 +179,23 @@ def fit_system(
         checkpoint_path=checkpoint,
         progress=report,
         mixed=mixed_examples,
+        name=name,
+        on_validation=on_validation,
     )
     if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
         record_text_pipeline(checkpoint, text.identity())
-        write_tsv(history_file(checkpoint), [{**entry, "val_bleu": entry["score"]} for entry in result.history])
-    logger.info("%s: best validation BLEU %.2f at step %d", name, result.best_score, result.best_step)
+        write_tsv(history_file(checkpoint), history_rows(result.history))
+    best_epoch = next(int(entry["epoch"]) for entry in result.history if entry["step"] == result.best_step)
+    logger.info("%s · best val BLEU %.2f at epoch %d (step %d)", name, result.best_score, best_epoch, result.best_step)
     return result.best_score
+
+
+def history_rows(history: list[dict[str, float]]) -> list[dict[str, object]]:
+    """A fit's validations as the rows of its history file: step, epoch (counted from 1), loss, val_bleu."""
+    return [
+        {"step": int(entry["step"]), "epoch": int(entry["epoch"]), "loss": entry["loss"], "val_bleu": entry["score"]}
+        for entry in history
+    ]
 
 
 def history_file(checkpoint: Path) -> Path:
@@ -229,7 +237,13 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     region_dim = store.dim if store is not None else TEXT_ONLY_REGION_DIM
     model = RegionalMMT(request.config.model, _shape(text, request.config, region_dim))
     fresh = load_pretrained_into(model, request.pretrained)
-    logger.info("Fine-tuning %s from %s; newly initialised: %s", request.out_dir.name, request.pretrained, fresh)
+    logger.info(
+        "Fine-tuning %s from %s/%s; newly initialised: %s",
+        request.out_dir.name,
+        request.pretrained.parent.name,
+        request.pretrained.name,
+        ", ".join(fresh) or "nothing",
+    )
     captions = request.data.captions
     return fit_system(
         model,
@@ -241,7 +255,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
         seed=request.seed,
         runtime=request.runtime,
         checkpoint=request.out_dir / FINETUNE,
-        name=f"finetune {request.out_dir.name}",
+        name=f"{request.out_dir.name} finetune",
         on_validation=request.on_validation,
         mixed=request.data.corpus["train"],
     )
@@ -268,6 +282,7 @@ def _train_seq2seq(request: SystemRequest) -> None:
             val=(captions["val"].src, captions["val"].tgt),
             device=device,
             seed=request.seed,
+            on_epoch=request.on_validation,
         )
         return None
     corpus = data.corpus["train"]
@@ -283,6 +298,7 @@ def _train_seq2seq(request: SystemRequest) -> None:
         val=(captions["val"].src, captions["val"].tgt),
         device=device,
         seed=request.seed,
+        on_epoch=request.on_validation,
     )
     return None
 

@@ -22,7 +22,7 @@ from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 
 from common.checks import check_range
 from common.errors import InputError
-from common.files import atomic_path, read_json, write_text
+from common.files import atomic_path, final_path, read_json, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ class SubwordVocab:
         the corpus is too small for ``vocab_size``). Identity normalization: Moses already normalised the
         text, and NFKC would rewrite characters and break ``decode(encode(x)) == x``.
         """
-        proto = train_sentencepiece(list(texts), vocab_size=vocab_size, seed=seed, where=f"{model_prefix}.model")
+        where = f"{final_path(model_prefix)}.model"  # a stage writes into a staging folder: name the final file
+        proto = train_sentencepiece(list(texts), vocab_size=vocab_size, seed=seed, where=where)
         vocab = cls(proto)
         vocab.save(Path(f"{model_prefix}.model"))
         return vocab

@@ -4,7 +4,8 @@ One function, :func:`fit`, serves both phases of section 4.2: text-only pre-trai
 fine-tuning with region features (``regions`` = a FeatureStore or anything with its ``batch`` method).
 Conventions (nmtpytorch TRAIN_DEFAULTS): Adam 4e-4, gradient-norm clipping at 5, batches of 32 sentences,
 validation at every epoch end (or every ``eval_every`` batches), early stopping after ``patience``
-validations without improvement, best weights restored at the end.
+validations without improvement, best weights restored at the end. Each validation logs one line
+(:mod:`common.epoch_log`); epochs are counted from 1 in it, in the history and in the checkpoint.
 
 Under torchrun (common/distributed.py) each rank computes the loss of its share of every batch over the whole
 batch's token count, gradients are summed, and validation decodes a share per rank: the same steps as one process.
@@ -16,6 +17,7 @@ import contextlib
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 
 from common.checks import check_positive, check_range
 from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
+from common.epoch_log import EpochLine, format_epoch, seconds_left
 from features.store import RegionLookup
 from mmt.beam import evaluating
 from mmt.checkpoint import VISUAL_PREFIXES, read_checkpoint, save_mmt
@@ -33,6 +36,7 @@ from mmt.model import MMTShape, RegionalMMT, SourceBatch, pad_ids, source_batch
 logger = logging.getLogger(__name__)
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
+ValidationCallback = Callable[[EpochLine], None]  # called with each validation's line (progress reports)
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,8 @@ class FitResult:
     Attributes:
         best_score: Best validation score (the weights now in the model and in the checkpoint).
         best_step: Batch count at which it was reached.
-        history: One record per validation: step, epoch, loss (mean training loss since the previous
-            validation) and score.
+        history: One record per validation: step, epoch (counted from 1), loss (mean training loss since the
+            previous validation) and score.
     """
 
     best_score: float
@@ -209,18 +213,36 @@ def share_loss(
 
 
 class _Selection:
-    """Validation bookkeeping: early stopping, the best weights in the checkpoint, the history."""
+    """Validation bookkeeping: early stopping, the best weights in the checkpoint, the history, one log line each."""
 
-    def __init__(self, config: TrainConfig, seed: int, checkpoint_path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        seed: int,
+        checkpoint_path: str | os.PathLike[str],
+        *,
+        name: str,
+        on_validation: ValidationCallback | None,
+    ) -> None:
         self.config, self.seed, self.path = config, seed, checkpoint_path
+        self.name, self.on_validation = name, on_validation
         self.best_score, self.best_step, self.bad = -math.inf, 0, 0
         self.history: list[dict[str, float]] = []
         self.best_state: dict[str, torch.Tensor] | None = None  # data-parallel ranks that do not write keep it here
+        self.started = time.perf_counter()
 
     def validate(
-        self, model: RegionalMMT, evaluate: Callable[[RegionalMMT], float], step: int, epoch: int, loss: float
+        self,
+        model: RegionalMMT,
+        evaluate: Callable[[RegionalMMT], float],
+        step: int,
+        epoch: int,
+        loss: float,
+        *,
+        done: float,
     ) -> float:
-        """Score the model; save it when it beats the best score (a NaN score never does)."""
+        """Score the model; save it when it beats the best score (a NaN score never does); log the validation's
+        line (``done``: epochs trained so far, a fraction when the validation falls inside an epoch)."""
         with evaluating(model), torch.no_grad():
             score = float(evaluate(model))
         if score > self.best_score:
@@ -239,9 +261,23 @@ class _Selection:
         else:
             self.bad += 1
         self.history.append({"step": step, "epoch": epoch, "loss": loss, "score": score})
-        logger.info(
-            "step %d (epoch %d): loss %.4f, validation %.4f (best %.4f)", step, epoch, loss, score, self.best_score
+        elapsed = time.perf_counter() - self.started
+        line = EpochLine(
+            run=self.name,
+            epoch=epoch,
+            epochs=self.config.epochs,
+            loss=loss,
+            score_name="val BLEU",
+            scores={"": score},
+            best=self.best_score,
+            step=step,
+            seconds_per_epoch=elapsed / done if done > 0 else None,
+            seconds_left=seconds_left(elapsed, done, self.config.epochs),
+            may_stop_early=True,  # patience is always on
         )
+        logger.info("%s", format_epoch(line))
+        if self.on_validation is not None:
+            self.on_validation(line)
         return score
 
     @property
@@ -262,6 +298,8 @@ def fit(
     checkpoint_path: str | os.PathLike[str],
     progress: Callable[[dict[str, float]], None] | None = None,
     mixed: Sequence[Example] = (),
+    name: str = "MMT",
+    on_validation: ValidationCallback | None = None,
 ) -> FitResult:
     """Train ``model`` with teacher forcing until ``config.epochs`` or early stopping; keep the best weights.
 
@@ -281,6 +319,9 @@ def fit(
             is reported on its own with the mean loss since the previous one).
         mixed: Text-only pairs, ``config.mixed_pairs`` of them drawn each epoch (all of them when there are fewer);
             their batches count as steps like the others.
+        name: What trains, with its phase (``mmt-en-de finetune``): the start of each validation's log line.
+        on_validation: Called with each validation's line (:class:`~common.epoch_log.EpochLine`; epochs counted
+            from 1, as everywhere here).
 
     Returns:
         The best score, its step and the validation history.
@@ -296,12 +337,13 @@ def fit(
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
-    selection = _Selection(config, seed, checkpoint_path)
-    step, losses, epoch = 0, [], 0
+    selection = _Selection(config, seed, checkpoint_path, name=name, on_validation=on_validation)
+    step, losses, epoch, done = 0, [], 0, 0.0
     for epoch in range(1, config.epochs + 1):
         batches = _epoch_batches(train, mixed, config, rng)
         for position, (text_only, indices) in enumerate(batches, start=1):
             step += 1
+            done = epoch - 1 + position / len(batches)
             with autocast():
                 if text_only:
                     loss = share_loss(model, mixed, indices, regions=None, device=device)
@@ -311,7 +353,7 @@ def fit(
             report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
             epoch_end = position == len(batches)
             if (step % config.eval_every == 0) if config.eval_every else epoch_end:
-                report["score"] = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)))
+                report["score"] = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)), done=done)
                 losses = []
             if progress is not None:
                 progress(report)
@@ -320,7 +362,7 @@ def fit(
         if selection.exhausted:
             break
     if losses:  # training ended between two validations
-        score = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)))
+        score = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)), done=done)
         if progress is not None:
             progress({"step": step, "epoch": epoch, "loss": selection.history[-1]["loss"], "score": score})
     best = (

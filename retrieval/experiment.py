@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import torch
 
 from common.distributed import is_writer
+from common.epoch_log import EpochLine
 from common.errors import InputError
 from common.runtime import Runtime
 from corpora.prepared import read_caption_variant
@@ -89,10 +90,12 @@ def train_model(
     *,
     seed: int,
     runtime: Runtime,
-    on_epoch: Callable[[dict[str, object]], None] | None = None,
+    on_epoch: Callable[[EpochLine], None] | None = None,
+    label: str | None = None,
 ) -> FitResult:
     """Train model ``name`` on the captions of the variant at ``captions_path`` that ``role`` keeps; select the
     epoch on the role's test languages; write the checkpoint ``out_dir/model`` (``model.safetensors`` + ``.json``).
+    ``label`` starts each epoch's log line (default: ``<name> seed <seed>``); ``on_epoch`` gets each line.
 
     Raises:
         InputError: the role tests a language it has no training captions of in this variant.
@@ -130,7 +133,7 @@ def train_model(
         len(vocab),
         len(store),
         loss.kind,
-        dict(zip(train.type_names, weights, strict=True)),
+        ", ".join(f"{type_name} {weight:g}" for type_name, weight in zip(train.type_names, weights, strict=True)),
     )
     result = fit(
         model,
@@ -144,6 +147,7 @@ def train_model(
         device=runtime.torch_device(),
         autocast=runtime.autocast(),
         eval_batch_size=config.evaluation.batch_size,
+        name=label or f"{name} seed {seed}",
         on_epoch=on_epoch,
     )
     if not is_writer():  # another data-parallel rank holds the same weights and writes them

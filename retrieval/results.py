@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+VALIDATION_KEYS = ("rsum", "i2t_r1", "t2i_r1")  # per validation language in a fit's history (retrieval.train)
+
 
 def rounded(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """Values to 4 decimals (nested ones too), so metrics files and tables do not carry float noise such as
@@ -26,9 +28,11 @@ def rounded(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """One row per epoch of a fit's history, for learning curves: seed, epoch, lr, loss (and the caption-caption
-    loss), validation rsum, and per validation language its rsum and R@1 both ways. Timings are left out: the
-    file must be identical for identical runs."""
+    """One row per epoch of a fit's history, for learning curves: seed, epoch (counted from 1, as the fit's history
+    counts it), lr, loss (and the caption-caption loss), validation rsum (summed over the validation languages: what
+    selects the model), then per validation language its rsum (of 600) and R@1 both ways: ``val_rsum_<lang>``,
+    ``val_i2t_r1_<lang>``, ``val_t2i_r1_<lang>``. Timings are left out: the file must be identical for identical
+    runs."""
     rows = []
     for entry in history:
         row: dict[str, Any] = {
@@ -39,8 +43,8 @@ def history_rows(history: Sequence[Mapping[str, Any]], seed: int) -> list[dict[s
             "c2c_loss": entry["c2c_loss"],
             "val_rsum": entry["val_rsum"],
         }
-        for lang, summary in entry["val"].items():
-            row |= {f"val_{lang}_{key}": value for key, value in summary.items()}
+        for key in VALIDATION_KEYS:
+            row |= {f"val_{key}_{lang}": summary[key] for lang, summary in entry["val"].items()}
         rows.append(row)
     return rows
 

@@ -9,6 +9,9 @@ and synthesized captions in equal portions (section 3.3). Options:
 - a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
 Deterministic on the CPU for a given seed and thread count.
 
+Epochs are counted from 1 in everything written for people: each epoch's log line (:mod:`common.epoch_log`), the
+history, ``best_epoch`` and the checkpoint. Only the training loop and ``lr_decay_epoch`` count from 0.
+
 Under torchrun (common/distributed.py) each rank encodes its share of every batch, the loss sees the gathered
 embeddings of the whole batch, and gradients are averaged: the same steps as one process on the same batch.
 """
@@ -29,6 +32,7 @@ from torch import Tensor
 
 from common.checks import check_fraction, check_positive, check_range
 from common.distributed import broadcast_parameters, reduce_gradients, share
+from common.epoch_log import EpochLine, format_epoch, seconds_left
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
@@ -44,7 +48,8 @@ class TrainConfig:
     epochs: Passes over the original training captions.
     batch_size: Captions per batch.
     lr: Adam learning rate.
-    lr_decay_epoch: From this epoch on (0-based), the rate is ``lr * lr_decay``.
+    lr_decay_epoch: Epochs trained at the full rate: from epoch ``lr_decay_epoch + 1`` on, as the logs count epochs,
+        the rate is ``lr * lr_decay`` (15: from the 16th, the paper's "after the 15th epoch").
     lr_decay: Factor of the step decay.
     clip: Largest gradient L2 norm (VSE++/SCAN: 2); 0 = no clipping.
     synthetic_fraction: Share of synthesized captions in a batch when a variant has them (section 3.3: 0.5).
@@ -81,9 +86,9 @@ class TrainConfig:
 @dataclass
 class FitResult:
     """Attributes:
-    best_epoch: 0-based epoch of the kept weights.
+    best_epoch: Epoch of the kept weights, counted from 1 (0: none yet).
     best_rsum: Validation rsum (summed over languages) of the kept weights.
-    history: One entry per epoch: losses, validation metrics, throughput.
+    history: One entry per epoch: epoch (counted from 1), learning rate, losses, validation metrics, throughput.
     """
 
     best_epoch: int
@@ -92,6 +97,7 @@ class FitResult:
 
 
 def learning_rate(config: TrainConfig, epoch: int) -> float:
+    """The rate of epoch ``epoch``, counted from 0."""
     return config.lr * (config.lr_decay if epoch >= config.lr_decay_epoch else 1.0)
 
 
@@ -108,7 +114,8 @@ def fit(
     device: torch.device,
     autocast: AutocastFactory = contextlib.nullcontext,
     eval_batch_size: int = 256,
-    on_epoch: Callable[[dict[str, object]], None] | None = None,
+    name: str = "retrieval",
+    on_epoch: Callable[[EpochLine], None] | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
 
@@ -120,22 +127,25 @@ def fit(
         type_weights: beta_l per entry of ``train.type_names`` (Eq. 9).
         seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
         eval_batch_size: Items per encoding batch in validation.
-        on_epoch: Called with each epoch's log entry (progress reporting).
+        name: What trains (``san-mmt_f-all seed 0``): the start of each epoch's log line.
+        on_epoch: Called with each epoch's log line (progress reporting).
     """
     torch.manual_seed(seed)
     model.to(device)
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     rng = np.random.default_rng([seed, 1])
-    pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng)
+    pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng, name=name)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
-    result = FitResult(best_epoch=-1, best_rsum=float("-inf"))
+    result = FitResult(best_epoch=0, best_rsum=float("-inf"))
     best_state: dict[str, Tensor] | None = None
     steps_total = max(1, config.epochs * len(sampler.batches(0)))
     step = 0
-    for epoch in range(config.epochs):
+    fit_started = time.perf_counter()
+    for epoch in range(config.epochs):  # counted from 0 here; from 1 (``number``) in what it writes
+        number = epoch + 1
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, epoch)
         model.train()
@@ -155,7 +165,7 @@ def fit(
                     autocast,
                     rng,
                     loss.margin,
-                    where=f"epoch {epoch}, step {step}",
+                    where=f"epoch {number}, step {step}",
                 )
                 c2c_losses.append(value)
             else:
@@ -171,7 +181,7 @@ def fit(
                     device,
                     autocast,
                     progress,
-                    where=f"epoch {epoch}, step {step}",
+                    where=f"epoch {number}, step {step}",
                 )
                 losses.append(value)
             step += 1
@@ -182,7 +192,7 @@ def fit(
         }
         rsum = float(sum(m["rsum"] for m in metrics.values()))
         entry: dict[str, object] = {
-            "epoch": epoch,
+            "epoch": number,
             "lr": learning_rate(config, epoch),
             "loss": float(np.mean(losses)) if losses else None,
             "c2c_loss": float(np.mean(c2c_losses)) if c2c_losses else None,
@@ -191,20 +201,28 @@ def fit(
             "val": {lang: _summary(m) for lang, m in metrics.items()},
         }
         result.history.append(entry)
-        logger.info(
-            "epoch %d/%d: loss %.4f, validation rsum %.1f (%.1f steps/s)",
-            epoch + 1,
-            config.epochs,
-            entry["loss"] or 0.0,
-            rsum,
-            entry["steps_per_s"] or 0.0,
-        )
-        if on_epoch is not None:
-            on_epoch(entry)
-        if rsum > result.best_rsum:
-            result.best_epoch, result.best_rsum = epoch, rsum
+        improved = rsum > result.best_rsum
+        if improved:
+            result.best_epoch, result.best_rsum = number, rsum
             best_state = copy.deepcopy(model.state_dict())
-        elif config.patience and epoch - result.best_epoch >= config.patience:
+        elapsed = time.perf_counter() - fit_started
+        line = EpochLine(
+            run=name,
+            epoch=number,
+            epochs=config.epochs,
+            loss=float(np.mean(losses)) if losses else None,
+            score_name="val rsum",
+            scores={lang: float(m["rsum"]) for lang, m in metrics.items()},
+            best=result.best_rsum,
+            decimals=1,
+            seconds_per_epoch=elapsed / number,
+            seconds_left=seconds_left(elapsed, number, config.epochs),
+            may_stop_early=config.patience > 0,
+        )
+        logger.info("%s", format_epoch(line))
+        if on_epoch is not None:
+            on_epoch(line)
+        if not improved and config.patience and number - result.best_epoch >= config.patience:
             break
     if best_state is not None:
         model.load_state_dict(best_state)
@@ -329,8 +347,10 @@ def pretrain(
     device: torch.device,
     autocast: AutocastFactory,
     rng: np.random.Generator,
+    name: str = "retrieval",
 ) -> None:
-    """The model's own text-only pre-training (MULE), on batches of same-image captions across languages."""
+    """The model's own text-only pre-training (MULE), on batches of same-image captions across languages; one log
+    line per epoch (``name`` pre-training)."""
     epochs = model.pretrain_epochs()
     if epochs == 0:
         return
@@ -339,6 +359,7 @@ def pretrain(
     images = list(pairs)
     per_batch = max(1, config.batch_size // 2)
     model.train()
+    started = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(len(images))
         losses = []
@@ -356,8 +377,17 @@ def pretrain(
                 encoded = model.encode_texts(texts).gathered()
                 context = BatchContext(torch.from_numpy(caption_image).to(device), langs, epoch / epochs)
                 total = model.pretrain_loss(encoded, context)
-            losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch}"))
-        logger.info("pre-training epoch %d/%d: loss %.4f", epoch + 1, epochs, float(np.mean(losses)))
+            losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch + 1}"))
+        elapsed = time.perf_counter() - started
+        line = EpochLine(
+            run=f"{name} pre-training",
+            epoch=epoch + 1,
+            epochs=epochs,
+            loss=float(np.mean(losses)),
+            seconds_per_epoch=elapsed / (epoch + 1),
+            seconds_left=seconds_left(elapsed, epoch + 1, epochs),
+        )
+        logger.info("%s", format_epoch(line))
 
 
 def _summary(metrics: Metrics) -> dict[str, float]:

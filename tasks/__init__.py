@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from prefect.artifacts import create_progress_artifact
+
+if TYPE_CHECKING:
+    from prefect.tasks import TaskRunNameCallbackWithParameters
 
 _KEY_CHARACTERS = re.compile(r"[^a-z0-9-]+")  # what Prefect allows in an artifact key
 
@@ -33,3 +38,10 @@ def progress_artifact(description: str, key: str | None = None) -> UUID:
     created = create_progress_artifact(progress=0.0, key=key, description=description)
     assert isinstance(created, UUID)
     return created
+
+
+def named_by(namer: Callable[[dict[str, Any]], str]) -> TaskRunNameCallbackWithParameters:
+    """``namer`` as a task's ``task_run_name``: Prefect calls it with the run's parameters by name (``parameters=``)
+    and names the run what it returns (``train MMT en-de``), where it would otherwise say ``train_translation_system-
+    626``. Prefect types the option as a protocol that a plain function does not match; the cast says it does."""
+    return cast("TaskRunNameCallbackWithParameters", namer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from prefect import get_run_logger, task
@@ -16,7 +17,7 @@ from corpora.languages import Languages
 from corpora.prepared import Corpus, write_parallel_table, write_prepared
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
 from corpora.wmt import ParallelConfig, read_parallel_corpus
-from tasks import progress_artifact
+from tasks import named_by, progress_artifact
 
 # Every task: cache_policy=NO_CACHE, persist_result=False. DVC decides what reruns; Prefect's own result
 # cache would be a second cache keyed on path strings, blind to changed file contents.
@@ -68,7 +69,17 @@ def read_captioned_images(source: CorpusSource, config: object, languages: Langu
     return corpus
 
 
-@task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
+def _read_pair_name(parameters: dict[str, Any]) -> str:
+    return f"read parallel {parameters['pivot']}-{parameters['target']}"
+
+
+@task(
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    retries=1,
+    retry_delay_seconds=2,
+    task_run_name=named_by(_read_pair_name),
+)
 def read_parallel_pair(config: ParallelConfig, pivot: str, target: str, parallel_dir: str) -> pa.Table:
     """Read the text-only corpus of the pair ``pivot``-``target``."""
     table = read_parallel_corpus(Path(parallel_dir), pairs=[(pivot, target)], splits=config.splits)[f"{pivot}-{target}"]
@@ -83,7 +94,11 @@ def write_prepared_tables(corpus: Corpus, out_dir: str) -> None:
     get_run_logger().info("Wrote prepared tables to %s", out_dir)
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _write_pair_name(parameters: dict[str, Any]) -> str:
+    return f"write {Path(parameters['out']).name}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_write_pair_name))
 def write_parallel_pair(table: pa.Table, out: str) -> None:
     """Validate and atomically write one pair's text-only table to ``out``."""
     write_parallel_table(table, out)

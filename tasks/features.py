@@ -4,7 +4,7 @@ probe. Thin: extractors, shards, stores and probes live in ``features/``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from prefect import get_run_logger, task
 from prefect.artifacts import update_progress_artifact
@@ -29,7 +29,7 @@ from features.extractors import (
 )
 from features.probe import probe_store
 from features.store import FeatureStore
-from tasks import progress_artifact
+from tasks import named_by, progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -63,7 +63,19 @@ def _transient(task: object, task_run: object, state: State) -> bool:
     return False
 
 
-@task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=5, retry_condition_fn=_transient)
+def _shard_name(parameters: dict[str, Any]) -> str:
+    shard: Shard = parameters["shard"]
+    return f"extract {shard.name}"
+
+
+@task(
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    retries=1,
+    retry_delay_seconds=5,
+    retry_condition_fn=_transient,
+    task_run_name=named_by(_shard_name),
+)
 def extract_shard_task(
     shard: Shard,
     spec: ExtractorSpec,

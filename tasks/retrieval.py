@@ -4,20 +4,17 @@ training and evaluation live in ``retrieval/`` (and the MT systems of translate-
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
-from prefect.artifacts import (
-    create_table_artifact,
-    update_progress_artifact,
-)
+from prefect import task
+from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from common.distributed import run_on_every_rank
+from common.epoch_log import EpochLine, format_epoch
 from common.errors import InputError
 from common.files import write_tsv
 from common.metrics_files import write_metrics
@@ -27,9 +24,9 @@ from retrieval.checkpoint import MODEL, load_retrieval
 from retrieval.config import RetrievalConfig
 from retrieval.eval_sets import score_eval_sets
 from retrieval.experiment import Translate, read_captions, test_model, train_model, translate_search
-from retrieval.results import combine_replicates, flat_metrics, history_rows, rounded
+from retrieval.results import combine_replicates, flat_metrics, history_rows
 from retrieval.roles import ResolvedRole
-from tasks import progress_artifact
+from tasks import artifact_key, named_by, progress_artifact
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,11 @@ class RetrievalInputs:
     queries: str  # translate_queries' folder: <lang>-<pivot>.parquet, the test queries of translate-search
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _train_name(parameters: dict[str, Any]) -> str:
+    return f"train {parameters['run']} seed {parameters['seed']}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_train_name))
 def train_retrieval_model(
     config: RetrievalConfig,
     model_name: str,
@@ -56,19 +57,15 @@ def train_retrieval_model(
     history_key: str,
 ) -> dict[str, Any]:
     """Train ``model_name`` on the variant at ``inputs.captions`` in ``role``; write the checkpoint
-    ``out_dir/model`` (``model.safetensors`` + ``model.json``); return its summary. While it trains, a progress
-    artifact says the epoch and the latest loss and validation rsum per language (``run``: the name it shows); at
-    the end the table artifact ``history_key`` holds every epoch."""
-    logger = get_run_logger()
-    epochs = config.train.epochs
-    progress = progress_artifact(f"{run} (seed {seed}): training")
+    ``out_dir/model`` (``model.safetensors`` + ``model.json``); return its summary (``best_epoch`` counted from 1,
+    like the epochs of ``history``). While it trains, a progress artifact shows each epoch's log line (``run``: the
+    name it starts with); at the end the table artifact ``history_key`` holds every epoch."""
+    label = f"{run} seed {seed}"
+    progress = progress_artifact(f"{label}: starting", key=artifact_key(f"retrieval-progress-{run}-seed-{seed}"))
 
-    def on_epoch(entry: dict[str, Any]) -> None:
-        note = f"{run} (seed {seed}): {epoch_summary(entry, epochs)}"
-        logger.info("%s", note)
-        update_progress_artifact(
-            artifact_id=progress, progress=100.0 * (int(entry["epoch"]) + 1) / epochs, description=note
-        )
+    def on_epoch(line: EpochLine) -> None:
+        percent = 100.0 * line.epoch / line.epochs
+        update_progress_artifact(artifact_id=progress, progress=percent, description=format_epoch(line))
 
     # under torchrun the other ranks train along (common.distributed); only this one reports and writes
     call = functools.partial(
@@ -82,12 +79,12 @@ def train_retrieval_model(
         Path(out_dir),
         seed=seed,
         runtime=runtime,
+        label=label,
     )
     result = run_on_every_rank(call, here=functools.partial(call, on_epoch=on_epoch))
     rows = history_rows(result.history, seed)
-    table = [rounded(row) for row in rows]
-    description = f"{run} (seed {seed}): every epoch (best: epoch {result.best_epoch})"
-    create_table_artifact(key=history_key, table=table, description=description)
+    description = f"{label}: every epoch (best: epoch {result.best_epoch}; rsum of 600 per language)"
+    create_table_artifact(key=history_key, table=history_table(rows, result.best_epoch), description=description)
     return {
         "best_epoch": result.best_epoch,
         "best_val_rsum": result.best_rsum,
@@ -96,19 +93,34 @@ def train_retrieval_model(
     }
 
 
-def epoch_summary(entry: Mapping[str, Any], epochs: int) -> str:
-    """``epoch 3/6, loss 0.412, val rsum en 461.6 / de 422.0`` of one epoch's log entry (epochs counted from 1)."""
-    per_language = " / ".join(f"{lang} {summary['rsum']:.1f}" for lang, summary in entry["val"].items())
-    loss = "-" if entry["loss"] is None else f"{entry['loss']:.3f}"
-    return f"epoch {int(entry['epoch']) + 1}/{epochs}, loss {loss}, val rsum {per_language}"
+def history_table(rows: list[dict[str, Any]], best_epoch: int) -> list[dict[str, Any]]:
+    """The narrow table of a fit's history rows (:func:`~retrieval.results.history_rows`), which the UI shows whole:
+    epoch, loss, validation rsum per language, and a mark on the best epoch; the rest stays in the history file."""
+    table = []
+    for row in rows:
+        per_language = {
+            f"rsum {key.removeprefix('val_rsum_')}": round(value, 1)
+            for key, value in row.items()
+            if key.startswith("val_rsum_")
+        }
+        loss = None if row["loss"] is None else round(row["loss"], 3)
+        best = "best" if row["epoch"] == best_epoch else ""
+        table.append({"epoch": row["epoch"], "loss": loss, **per_language, "best": best})
+    return table
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _evaluate_name(parameters: dict[str, Any]) -> str:
+    return f"test {parameters['run']} seed {parameters['seed']}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_evaluate_name))
 def evaluate_retrieval_model(
     config: RetrievalConfig,
     role: ResolvedRole,
     inputs: RetrievalInputs,
     *,
+    run: str,
+    seed: int,
     model_dir: str,
     metrics_path: str,
     languages: tuple[str, ...],
@@ -117,7 +129,8 @@ def evaluate_retrieval_model(
 ) -> dict[str, Any]:
     """Test-split R@K per test language of ``role`` (and translate-search, with the query translations the
     `translate_queries` stage wrote to ``inputs.queries``) of the model in ``model_dir``, written to ``metrics_path``
-    in the SPEC schema; the captions table's extra evaluation sets under ``eval_sets.<name>``, when it has any."""
+    in the SPEC schema; the captions table's extra evaluation sets under ``eval_sets.<name>``, when it has any.
+    ``run`` and ``seed`` name the replicate (the task run's name)."""
     loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
     store = FeatureStore.open(inputs.store)
     rows = read_captions(Path(inputs.captions), split="test", languages=languages, kinds=None, human_only=True)
@@ -139,14 +152,22 @@ def evaluate_retrieval_model(
     return metrics
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _history_name(parameters: dict[str, Any]) -> str:
+    return f"write {Path(parameters['path']).name}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_history_name))
 def write_history(rows: list[dict[str, Any]], path: str) -> None:
     """Every replicate's per-epoch learning curve (:func:`~retrieval.results.history_rows`) -> a TSV that
     ``dvc plots`` draws."""
     write_tsv(path, rows)
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _metrics_name(parameters: dict[str, Any]) -> str:
+    return f"write {Path(parameters['metrics_path']).name}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_metrics_name))
 def write_retrieval_metrics(
     runs: list[dict[str, Any]], seeds: list[int], languages: tuple[str, ...], metrics_path: str, key: str
 ) -> dict[str, Any]:
@@ -154,13 +175,24 @@ def write_retrieval_metrics(
     and a table of them (artifact ``key``)."""
     metrics = combine_replicates(runs, seeds)
     write_metrics(metrics_path, metrics)
-    table = [{"lang": lang, **flat_metrics(metrics[lang])} for lang in languages]
+    table = [{"lang": lang, **metrics_row(metrics[lang])} for lang in languages]
     for name, scored in metrics.get("eval_sets", {}).items():  # the extra evaluation sets, in the languages they have
-        table += [{"lang": f"{lang} ({name})", **flat_metrics(scored[lang])} for lang in languages if lang in scored]
+        table += [{"lang": f"{lang} ({name})", **metrics_row(scored[lang])} for lang in languages if lang in scored]
     note = f", mean of {len(seeds)} seeds" if len(seeds) > 1 else ""
-    description = f"Test split: R@K per language and direction{note}"
+    description = f"Test split: R@1/5/10 per language and direction, rsum (of 600), mean recall mR{note}"
     create_table_artifact(key=key, table=table, description=description)
     return metrics
+
+
+def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    """One language's test metrics as a narrow table row (the UI cuts tables of more than 8 columns): R@1/5/10 of each
+    direction in one cell, rsum and mean recall; the metrics file holds every number."""
+    flat = flat_metrics(metrics)
+    recalls = {
+        f"{label} R@1/5/10": " / ".join(f"{flat[f'{direction}_r{k}']:.1f}" for k in (1, 5, 10))
+        for direction, label in (("i2t", "image→text"), ("t2i", "text→image"))
+    }
+    return recalls | {"rsum": round(flat["rsum"], 1), "mR": round(flat["mr"], 1)}
 
 
 def _pretranslated(path: Path) -> Translate:

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from common.errors import InputError
-from common.files import atomic_dir, atomic_path, read_lines, read_parallel_lines, write_text
+from common.files import (
+    atomic_dir,
+    atomic_path,
+    final_path,
+    read_lines,
+    read_parallel_lines,
+    staged_children,
+    write_text,
+)
 
 
 def test_atomic_path_keeps_old_file_when_writer_fails(tmp_path: Path) -> None:
@@ -145,3 +153,13 @@ def test_read_json_names_the_file_for_every_kind_of_bad_json(tmp_path: Path) -> 
             read_json(tmp_path / name)
     with pytest.raises(InputError, match=r"^items\.jsonl:3: not valid JSON at column 7"):
         parse_json('{"a": ]', "items.jsonl:3")
+
+
+def test_final_path_names_what_a_staged_or_temporary_path_becomes(tmp_path: Path) -> None:
+    with staged_children(tmp_path / "models") as staged:
+        assert final_path(staged / "mmt-en-de" / "src.model") == tmp_path / "models" / "mmt-en-de" / "src.model"
+    with atomic_dir(tmp_path / "san-none-all") as folder:
+        assert final_path(folder / "model.json") == tmp_path / "san-none-all" / "model.json"
+    with atomic_path(tmp_path / "metrics.json") as file:
+        assert final_path(file) == tmp_path / "metrics.json"
+    assert final_path("data/models/mmt-en-de") == Path("data/models/mmt-en-de")  # a final path stays as it is

@@ -78,14 +78,6 @@ def test_dag_stages_are_this_repos_dvc_stages_in_order(monkeypatch: pytest.Monke
     assert "augment" in upstream and "generate" in upstream and "report" not in upstream
 
 
-def test_a_retrieval_epoch_is_summed_up_per_language() -> None:
-    from tasks.retrieval import epoch_summary
-
-    entry = {"epoch": 2, "loss": 0.41234, "val": {"en": {"rsum": 461.63}, "de": {"rsum": 422.0}}, "val_rsum": 883.63}
-    assert epoch_summary(entry, 6) == "epoch 3/6, loss 0.412, val rsum en 461.6 / de 422.0"
-    assert epoch_summary({**entry, "loss": None}, 6).startswith("epoch 3/6, loss -,")
-
-
 def test_the_stage_record_holds_the_table_as_data() -> None:
     """What `--record` writes, and `mmtr results` publishes: every stage's fate and wall time, rounded to 0.1 s."""
     tracker = ReproTracker(["generate", "prepare@synthetic", "prepare_parallel", "train_mmt@de", "report"])

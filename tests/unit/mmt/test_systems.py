@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from common.checks import SettingError
+from common.epoch_log import EpochLine, format_epoch
 from common.errors import InputError
 from common.runtime import Runtime
 from corpora import tables
@@ -622,8 +623,9 @@ def test_each_fit_leaves_its_learning_curve_beside_the_checkpoint(trained: Train
         trained.folder("text-only") / "finetune.history.tsv",
     ):
         lines = path.read_text().splitlines()
-        assert lines[0].split("\t") == ["step", "epoch", "loss", "score", "val_bleu"], path
-        assert len(lines) >= 2 and 0 <= float(lines[1].split("\t")[4]) <= 100
+        assert lines[0].split("\t") == ["step", "epoch", "loss", "val_bleu"], path
+        assert len(lines) >= 2 and 0 <= float(lines[1].split("\t")[3]) <= 100
+        assert lines[1].split("\t")[1] == "1", path  # epochs counted from 1: the first validation ends epoch 1
 
 
 def test_each_validation_reaches_the_progress_callback_as_the_history_records_it(
@@ -631,14 +633,16 @@ def test_each_validation_reaches_the_progress_callback_as_the_history_records_it
 ) -> None:
     model_dir = tmp_path / "en-de"
     shutil.copytree(trained.root / "en-de", model_dir)
-    seen: list[dict[str, float]] = []
+    seen: list[EpochLine] = []
     best = pretrain(
         trained.data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU, on_validation=seen.append
     )
     history = (model_dir / "pretrain.history.tsv").read_text().splitlines()
     columns = history[0].split("\t")
     recorded = [dict(zip(columns, line.split("\t"), strict=True)) for line in history[1:]]
-    assert len(seen) == len(recorded) >= 1 and max(record["score"] for record in seen) == pytest.approx(best)
-    for record, row in zip(seen, recorded, strict=True):
-        assert {"step", "epoch", "loss", "score"} <= set(record)
-        assert (int(record["step"]), f"{record['score']:.6g}") == (int(row["step"]), row["val_bleu"])
+    assert len(seen) == len(recorded) >= 1 and max(line.scores[""] for line in seen) == pytest.approx(best)
+    for line, row in zip(seen, recorded, strict=True):
+        assert line.run == "en-de pretrain" and line.score_name == "val BLEU"
+        expected = (int(row["step"]), int(row["epoch"]), row["val_bleu"])
+        assert (line.step, line.epoch, f"{line.scores['']:.6g}") == expected
+    assert seen[0].epoch == 1 and format_epoch(seen[0]).startswith(f"en-de pretrain · epoch 1/{CONFIG.pretrain.epochs}")

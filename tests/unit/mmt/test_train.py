@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.epoch_log import EpochLine, format_epoch
 from common.errors import InputError
 from mmt.beam import beam_search, greedy_decode
 from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
@@ -148,7 +150,9 @@ def test_two_fits_with_the_same_seed_give_identical_weights(tmp_path: Path) -> N
     assert not all(torch.equal(weights[0][name], weights[2][name]) for name in weights[0])
 
 
-def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_path: Path) -> None:
+def test_early_stopping_after_patience_and_the_best_weights_are_restored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     scores = iter([1.0, 3.0, 2.0, 2.5, 9.0, 9.0])
     snapshots: list[dict[str, torch.Tensor]] = []
 
@@ -158,19 +162,35 @@ def test_early_stopping_after_patience_and_the_best_weights_are_restored(tmp_pat
         return next(scores)
 
     reports: list[dict[str, float]] = []
+    lines: list[EpochLine] = []
     model = new_model()
-    result = fit(
-        model,
-        toy_pairs(),
-        regions=None,
-        evaluate=evaluate,
-        config=TrainConfig(epochs=50, batch_size=2, patience=2, eval_every=1),
-        seed=0,
-        device=CPU,
-        autocast=no_autocast,
-        checkpoint_path=tmp_path / "best",
-        progress=reports.append,
-    )
+    with caplog.at_level(logging.INFO, logger="mmt.train"):
+        result = fit(
+            model,
+            toy_pairs(),
+            regions=None,
+            evaluate=evaluate,
+            config=TrainConfig(epochs=50, batch_size=2, patience=2, eval_every=1),
+            seed=0,
+            device=CPU,
+            autocast=no_autocast,
+            checkpoint_path=tmp_path / "best",
+            progress=reports.append,
+            name="toy finetune",
+            on_validation=lines.append,
+        )
+    # one line per validation (4 steps an epoch, one validation each: all in epoch 1), the same as the log's
+    assert [(line.epoch, line.step, line.scores[""], line.best) for line in lines] == [
+        (1, 1, 1.0, 1.0),
+        (1, 2, 3.0, 3.0),
+        (1, 3, 2.0, 3.0),
+        (1, 4, 2.5, 3.0),
+    ]
+    logged = [record.getMessage() for record in caplog.records if record.name == "mmt.train"]
+    assert logged == [format_epoch(line) for line in lines]
+    assert logged[2].startswith("toy finetune · epoch 1/50 · step 3 · loss ")
+    assert "val BLEU 2.00 (best 3.00)" in logged[2]
+    assert "at most ~" in logged[2]  # 49.25 epochs to go, unless early stopping ends it sooner (as it does)
     assert len(snapshots) == 4  # 1 (best), 3 (best), 2 and 2.5 (two without improvement): stop
     assert (result.best_score, result.best_step) == (3.0, 2)
     assert [record["score"] for record in result.history] == [1.0, 3.0, 2.0, 2.5]

@@ -147,8 +147,12 @@ def test_fit_learns_the_toy_task_and_keeps_the_best_epoch(caplog: pytest.LogCapt
         model, result, (_, validation, regions), _ = train_toy("san", warmup_epochs=1)
     rsums = [entry["val_rsum"] for entry in result.history]  # type: ignore[attr-defined]
     logged = [record.getMessage() for record in caplog.records if record.name == "retrieval.train"]
-    assert [line.split(":")[0] for line in logged] == [f"epoch {n}/{len(rsums)}" for n in range(1, len(rsums) + 1)]
-    assert result.best_rsum == max(rsums) and result.best_epoch == rsums.index(max(rsums))  # type: ignore[attr-defined]
+    # one line per epoch, counted from 1, as the history and best_epoch count them
+    assert [line.split(" · ")[:2] for line in logged] == [["retrieval", f"epoch {n}/6"] for n in range(1, 7)]
+    assert [entry["epoch"] for entry in result.history] == [1, 2, 3, 4, 5, 6]  # type: ignore[attr-defined]
+    assert result.best_rsum == max(rsums) and result.best_epoch == rsums.index(max(rsums)) + 1  # type: ignore[attr-defined]
+    best = logged[result.best_epoch - 1]  # type: ignore[attr-defined]
+    assert f"val rsum en {rsums[result.best_epoch - 1]:.1f} (best {result.best_rsum:.1f})" in best  # type: ignore[attr-defined]
     metrics = evaluate(model, validation["en"], regions, device=torch.device("cpu"))  # type: ignore[arg-type]
     assert metrics["rsum"] == pytest.approx(result.best_rsum)  # type: ignore[attr-defined]
     # 8 distinct (colour, size) classes over 16 images: chance t2i R@1 is 1/16; the model must do far better
@@ -268,9 +272,9 @@ def test_a_non_finite_loss_or_gradient_stops_training_naming_epoch_and_step(monk
         return value * float("nan") if calls["n"] == 4 else value
 
     monkeypatch.setattr(train_module.RankingLoss, "__call__", poisoned)
-    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 0, step 3: the loss is nan"):
+    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 1, step 3: the loss is nan"):
         train_toy("san", epochs=3)
     monkeypatch.setattr(train_module.RankingLoss, "__call__", real)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("inf")))
-    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 0, step 0: the gradient norm"):
+    with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at epoch 1, step 0: the gradient norm"):
         train_toy("san", epochs=1)

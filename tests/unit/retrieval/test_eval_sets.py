@@ -179,6 +179,8 @@ def test_the_run_task_writes_the_sets_beside_the_unchanged_test_metrics(
             CONFIG,
             ALL,
             inputs,
+            run="san-all",
+            seed=0,
             model_dir=str(model_dir),
             metrics_path=str(metrics_path),
             languages=("en", "de", "fr"),

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 import retrieval.experiment as experiment
 from common.checks import SettingError
 from common.config import build
+from common.epoch_log import EpochLine, format_epoch
 from common.errors import InputError
 from common.runtime import Runtime
 from corpora import tables
@@ -341,7 +342,7 @@ class Run:
     folder: Path
     result: Any
     fit_calls: list[dict[str, Any]]
-    epochs: list[dict[str, object]]
+    epochs: list[EpochLine]
 
 
 ALL = CONFIG.role("all", "en")
@@ -363,7 +364,7 @@ def _train(
         return real_fit(model, train, validation, *args, **kwargs)
 
     monkeypatch.setattr(experiment, "fit", recording_fit)
-    epochs: list[dict[str, object]] = []
+    epochs: list[EpochLine] = []
     result = train_model(
         config,
         "san",
@@ -420,6 +421,9 @@ def test_model_file_holds_vocabulary_types_and_history(run: Run, loaded: LoadedM
     assert loaded.type_names == ("de-human", "de-mmt", "en-human")
     assert loaded.extra["loss"] == "harder" and loaded.extra["store"] == str(data.store)
     assert loaded.extra["best_epoch"] == run.result.best_epoch and len(run.epochs) == len(run.result.history) == 3
+    assert [line.epoch for line in run.epochs] == [entry["epoch"] for entry in loaded.extra["history"]] == [1, 2, 3]
+    assert 1 <= loaded.extra["best_epoch"] <= 3  # counted from 1, as the history
+    assert format_epoch(run.epochs[0]).startswith("san seed 0 · epoch 1/3 · loss ")
     stored = json.loads((run.folder / "model.json").read_text())
     assert stored["type_weights"] == pytest.approx([1 / 3] * 3)
     assert stored["config"] == dataclasses.asdict(SANConfig(word_dim=16, hidden=16))

@@ -58,7 +58,7 @@ def test_combining_replicates_checks_its_inputs_and_keeps_one_run_as_it_is() -> 
 def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
     history = [
         {
-            "epoch": 0,
+            "epoch": 1,
             "lr": 5e-4,
             "loss": 0.75,
             "c2c_loss": None,
@@ -70,7 +70,7 @@ def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
             },
         },
         {
-            "epoch": 1,
+            "epoch": 2,
             "lr": 5e-5,
             "loss": 0.5,
             "c2c_loss": None,
@@ -85,21 +85,22 @@ def test_history_rows_are_one_per_epoch_without_timings(tmp_path: Path) -> None:
     rows = history_rows(history, seed=3)
     assert rows[1] == {
         "seed": 3,
-        "epoch": 1,
+        "epoch": 2,  # the fit's history counts epochs from 1; the file keeps its numbers
         "lr": 5e-5,
         "loss": 0.5,
         "c2c_loss": None,
         "val_rsum": 410.5,
-        "val_en_rsum": 205.5,
-        "val_en_i2t_r1": 31.0,
-        "val_en_t2i_r1": 21.0,
-        "val_de_rsum": 205.0,
-        "val_de_i2t_r1": 26.0,
-        "val_de_t2i_r1": 22.0,
+        "val_rsum_en": 205.5,
+        "val_rsum_de": 205.0,
+        "val_i2t_r1_en": 31.0,
+        "val_i2t_r1_de": 26.0,
+        "val_t2i_r1_en": 21.0,
+        "val_t2i_r1_de": 22.0,
     }
     write_tsv(tmp_path / "h.tsv", rows)
     lines = (tmp_path / "h.tsv").read_text().splitlines()
     assert lines[0].split("\t")[:6] == ["seed", "epoch", "lr", "loss", "c2c_loss", "val_rsum"]
-    assert lines[2].split("\t")[:6] == ["3", "1", "5e-05", "0.5", "", "410.5"]
+    assert lines[2].split("\t")[:6] == ["3", "2", "5e-05", "0.5", "", "410.5"]
+    assert lines[0].split("\t")[6:8] == ["val_rsum_en", "val_rsum_de"]
     with pytest.raises(ValueError, match="no rows"):
         write_tsv(tmp_path / "e.tsv", [])
