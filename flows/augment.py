@@ -54,7 +54,15 @@ def augment(
     write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
     description = "Train split: distinct tokens and bigrams per variant and language"
     create_table_artifact(key=artifact_key("augment-diversity"), table=rows, description=description)
-    get_run_logger().info("Lexical diversity (train split): %s", json.dumps(report))
+    logger = get_run_logger()
+    for row in rows:
+        logger.info(
+            "%s %s: %d token types, %d bigrams (train split)",
+            row["variant"],
+            row["lang"],
+            row["token_types"],
+            row["bigrams"],
+        )
     return report
 
 

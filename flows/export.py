@@ -42,16 +42,12 @@ def export(
             raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
         task = export_caption_variant.with_options(task_run_name=f"export-{name}")
         rows[name] = task(str(captions), images, str(Path(out) / name), card, image_root, regions).rows
-    languages = sorted({lang for splits in rows.values() for counts in splits.values() for lang in counts})
+    # one row per language rather than a column each: the UI cuts tables off after eight columns
     table = [
-        {
-            "variant": name,
-            "split": split,
-            **{lang: counts.get(lang, 0) for lang in languages},
-            "all": sum(counts.values()),
-        }
+        {"variant": name, "split": split, "lang": lang, "rows": count}
         for name, splits in rows.items()
         for split, counts in splits.items()
+        for lang, count in sorted(counts.items())
     ]
     description = "Hugging Face dataset rows per split and language"
     create_table_artifact(key=artifact_key("export-rows"), table=table, description=description)

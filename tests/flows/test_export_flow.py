@@ -99,8 +99,9 @@ def test_export_writes_every_variant_with_images(
     human_only = (out / "none" / "README.md").read_text(encoding="utf-8")
     assert "None: this variant adds nothing" in human_only and "`synthesis.beam`" not in human_only
     rows = asyncio.run(_latest_artifact(f"export-rows-export-test-{tmp_path.name}".lower().replace("_", "-")))
-    assert isinstance(rows, list) and len(rows) == 2 * 3  # variants x splits
-    assert {"variant": "mmt_f", "split": "train", "cs": 36, "de": 39, "en": 36, "fr": 36, "all": 147} in rows
+    assert isinstance(rows, list) and all(len(row) == 4 for row in rows)  # narrow: the UI cuts wide tables off
+    train = {row["lang"]: row["rows"] for row in rows if row["variant"] == "mmt_f" and row["split"] == "train"}
+    assert train == {"cs": 36, "de": 39, "en": 36, "fr": 36}
 
 
 def test_export_of_a_missing_variant_is_a_one_line_error(
