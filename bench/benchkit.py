@@ -118,18 +118,19 @@ def emit_json(bench: str, runtime: Runtime, sizes: Mapping[str, Any], results: M
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
         "torch": torch.__version__,
         "sizes": dict(sizes),
-        "results": {key: _rounded(value) for key, value in results.items()},
+        "results": {key: rounded(value) for key, value in results.items()},
     }
     print(json.dumps(record, sort_keys=False))
 
 
-def _rounded(value: Any) -> Any:
+def rounded(value: Any) -> Any:
+    """Floats to five significant digits, inside dicts, lists and tuples too."""
     if isinstance(value, float):
         return float(f"{value:.5g}")  # five significant digits: enough for any timing, readable
     if isinstance(value, dict):
-        return {key: _rounded(item) for key, item in value.items()}
+        return {key: rounded(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_rounded(item) for item in value]
+        return [rounded(item) for item in value]
     return value
 
 

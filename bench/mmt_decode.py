@@ -45,17 +45,19 @@ from benchkit import (
 )
 
 from common.runtime import AutocastFactory
-from mmt.beam import beam_search, beam_search_reference
+from mmt.beam import beam_search, beam_search_reference, greedy_decode
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
 
 
 @dataclass(frozen=True)
 class Search:
-    """How every search of the bench runs: beam width, most generated tokens, the precision context."""
+    """How every search of the bench runs: beam width, most generated tokens, the precision context, and whether
+    the batched search is greedy decoding instead (``beam`` then unused)."""
 
     beam: int
     max_len: int
     autocast: AutocastFactory
+    greedy: bool = False
 
 
 def batched(
@@ -66,7 +68,7 @@ def batched(
     *,
     batch_size: int,
 ) -> tuple[list[list[int]], float]:
-    """Outputs of the vectorised search over all sentences and the seconds it took."""
+    """Outputs of the vectorised search (beam, or greedy) over all sentences and the seconds it took."""
     device = model.output.weight.device
     outputs: list[list[int]] = []
     synchronize(device)
@@ -77,7 +79,10 @@ def batched(
         mask = None if regions is None else np.ones(regions.shape[:2], dtype=bool)[start:stop]
         batch = source_batch(sources[start:stop], pad_id=0, device=device, regions=features, region_mask=mask)
         with torch.inference_mode(), search.autocast():
-            outputs += beam_search(model, batch, beam=search.beam, max_len=search.max_len)
+            if search.greedy:
+                outputs += greedy_decode(model, batch, max_len=search.max_len)
+            else:
+                outputs += beam_search(model, batch, beam=search.beam, max_len=search.max_len)
     synchronize(device)
     return outputs, time.perf_counter() - started
 

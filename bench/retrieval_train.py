@@ -32,7 +32,8 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,12 +70,23 @@ def batch_stream(train: CaptionSet, batch_size: int) -> Iterator[np.ndarray]:
 
 
 def bench_model(
-    name: str, train: CaptionSet, regions: RandomRegions, runtime: Runtime, *, batch: int, warmup: int, steps: int
+    name: str,
+    train: CaptionSet,
+    regions: RandomRegions,
+    runtime: Runtime,
+    *,
+    batch: int,
+    warmup: int,
+    steps: int,
+    model_config: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Steps/s of ``name`` over ``steps`` timed steps after ``warmup`` untimed ones, and its peak memory."""
+    """Steps/s of ``name`` over ``steps`` timed steps after ``warmup`` untimed ones, and its peak memory.
+    ``model_config``: the model's settings (``retrieval.configs.<name>`` of params.yaml); missing ones keep defaults."""
     device, autocast = runtime.torch_device(), runtime.autocast()
     torch.manual_seed(0)
-    model = build_model(name, make_config(name, {}), vocab_size=VOCABULARY, languages=1, region_dim=2048)
+    model = build_model(
+        name, make_config(name, model_config or {}), vocab_size=VOCABULARY, languages=1, region_dim=2048
+    )
     model.to(device).train()
     config = TrainConfig(batch_size=batch)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
