@@ -70,14 +70,15 @@ def server_command(port: int) -> list[str]:
     ]
 
 
-def server_env() -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(HOME), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+def server_env(home: Path | None = None) -> dict[str, str]:
+    home = HOME if home is None else home
+    return {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
 @contextlib.contextmanager
-def prefect_server(startup_timeout: float = 120.0) -> Iterator[str]:
+def prefect_server(startup_timeout: float = 120.0, home: Path | None = None) -> Iterator[str]:
     """Yield the API URL of a running server: the one at ``PREFECT_API_URL`` when it answers, else one started
-    here (and stopped on leaving) with its database in ``.prefect/``.
+    here (and stopped on leaving) with its database in ``home`` (default ``.prefect/``).
 
     Raises:
         RuntimeError: the started server did not answer within ``startup_timeout`` seconds (its log is named).
@@ -86,22 +87,23 @@ def prefect_server(startup_timeout: float = 120.0) -> Iterator[str]:
     if configured and answers(configured):
         yield configured
         return
+    home = HOME if home is None else home
     port = free_port()
     api_url = f"http://{HOST}:{port}/api"
-    HOME.mkdir(exist_ok=True)
-    log = HOME / "server.log"
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "server.log"
     server = None
     try:
         with open(log, "ab") as output:  # a session of its own: the terminal's Ctrl-C reaches the command first
             server = processes.start(
-                server_command(port), env=server_env(), new_session=True, stdout=output, stderr=subprocess.STDOUT
+                server_command(port), env=server_env(home), new_session=True, stdout=output, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + startup_timeout
         while not answers(api_url):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the Prefect server did not start (see {log})")
             time.sleep(0.5)
-        print(f"Prefect server at {api_url} (database in {HOME}); UI: http://{HOST}:{port}", file=sys.stderr)
+        print(f"Prefect server at {api_url} (database in {home}); UI: http://{HOST}:{port}", file=sys.stderr)
         yield api_url
     finally:
         if server is not None:
