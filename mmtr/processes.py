@@ -73,11 +73,13 @@ def run(command: Sequence[str], *, env: Mapping[str, str] | None = None, grace: 
     :class:`Stopped` is raised again; at the end whatever the command left running in its group is stopped too.
     """
     with stop_signals():
-        process = start(command, env=env)
+        process = None
         try:
+            process = start(command, env=env)
             process.wait()
         except Stopped as stopped:
-            stop(process, stopped.signum, grace)
+            if process is not None:
+                stop(process, stopped.signum, grace)
             raise
         stop(process, signal.SIGTERM, grace)  # only stragglers: the leader has ended
         return process.returncode
@@ -106,6 +108,7 @@ def stop(process: subprocess.Popen[Any], signum: int = signal.SIGTERM, grace: fl
         for descendant in seen:
             with contextlib.suppress(psutil.Error):
                 descendant.kill()  # psutil checks it is still the same process (not a reused pid)
+        _wait_gone(seen, timeout=5.0)  # a kill lands asynchronously: return once they are gone
     return process.wait()
 
 
@@ -126,11 +129,24 @@ def _descendants(pid: int) -> set[psutil.Process]:
         return set()
 
 
+def _alive(process: psutil.Process) -> bool:
+    """Running, and not a zombie (an init that does not reap, as in some containers, keeps zombies forever)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(seen: set[psutil.Process], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while any(_alive(process) for process in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _group_alive(group: int) -> bool:
-    """Whether a live process is left in ``group`` (zombies are not: an init that does not reap, as in some
-    containers, would keep them forever)."""
+    """Whether a live process (:func:`_alive`) is left in ``group``."""
     for process in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
-            if os.getpgid(process.pid) == group and process.status() != psutil.STATUS_ZOMBIE:
+            if os.getpgid(process.pid) == group and _alive(process):
                 return True
     return False
