@@ -54,12 +54,14 @@ def pipeline_outputs(params_file: Path) -> list[str]:
         return outputs
     for stages in pipeline.groups.values():
         for stage in stages.values():
-            outputs += [*stage.outs, *stage.uncached, *stage.metrics, *(plot.path for plot in stage.plots)]
+            outputs += [*stage.outs, *stage.uncached, *stage.metrics]
             outputs += [str(PurePosixPath(out).parent / ".gitignore") for out in stage.outs]
+    outputs += [file for plot in pipeline.plots for file, _ in plot.y]  # the learning curves (stage outputs too)
     dvc_yaml = root / "dvc.yaml"
     if dvc_yaml.is_file() and dvc_yaml.read_text(encoding="utf-8") == render(pipeline):
         outputs.append("dvc.yaml")
-    return [str(PurePosixPath(root.as_posix()) / output) if root != Path() else output for output in outputs]
+    unique = dict.fromkeys(outputs)
+    return [str(PurePosixPath(root.as_posix()) / output) if root != Path() else output for output in unique]
 
 
 def changed_paths(porcelain_z: str) -> list[str]:

@@ -61,6 +61,8 @@ def test_the_pipelines_own_writes_leave_the_commit_clean(tmp_path: Path, monkeyp
     update_dvc_yaml(Path("params.yaml"))
     outputs = pipeline_outputs(Path("params.yaml"))
     assert {"dvc.lock", "dvc.yaml", "data/metrics/augment.json", "data/reports", "data/.gitignore"} <= set(outputs)
+    assert "data/metrics/retrieval/san-mmt_f-all.history.tsv" in outputs  # a learning curve
+    assert len(outputs) == len(set(outputs))
     tracked = ["dvc.lock", "data/metrics/augment.json", "data/reports/results.md", "data/.gitignore", "code.py"]
     for name in tracked:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
