@@ -75,6 +75,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]
     env.pop("PYTHONPATH", None)
     for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
         run(command, tmp_path, env)
+    shutil.copytree(REPO / ".dvc" / "plots", tmp_path / ".dvc" / "plots")  # the learning curves' chart template
     commit(tmp_path, env, "code and params")
     return tmp_path, env
 
