@@ -23,11 +23,13 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # One local Prefect server for the whole DAG (started unless PREFECT_API_URL answers; database kept in .prefect/).
-# The pipeline flow runs `dvc repro` and records each stage's wall time, which `mmtr results` publishes.
+# The pipeline flow runs `dvc repro` and records each stage's wall time, which `mmtr results` publishes. One named
+# pipeline run per call in the UI; Ctrl-C or kill stops every process it started (docs/prefect-ui.md, "Stopping a run").
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m mmtr.local_server run -- python -m flows.pipeline --record data/work/pipeline-stages.json
 
-# The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken).
+# The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken); Ctrl-C or kill stops
+# the server.
 ui: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m mmtr.local_server ui
 

@@ -1,34 +1,47 @@
 """The whole pipeline as one Prefect flow: runs `dvc repro` (DVC owns the DAG; this is not a second wiring).
 
-For users who launch from Prefect (a deployment, a schedule, the UI). Every stage flow started by this
-`dvc repro` carries the tag ``pipeline:<this flow run's id>``, so one pipeline run is one filter in the UI. The run
-shows a progress bar over the stages of the DAG (`dvc dag`) while DVC works through them, and at the end a table
-artifact ``pipeline-stages``: each stage, whether it ran, was unchanged or failed, its wall time, and a link to its
+For users who launch from Prefect (a deployment, a schedule, the UI). The run is named for what it runs, at which
+commit, with which settings (``pipeline all · 9e55732abc · params 1f3e0a2b``: the targets, the commit of the code,
+the first 8 hex digits of params.yaml's SHA-256) and tagged like the stage runs (``stage:pipeline``,
+``commit:<sha>``) plus ``pipeline:<its own id>``; every stage flow started by this `dvc repro` carries that same
+tag, so one filter in the UI shows the pipeline run with its stage runs. The run shows a progress bar over the
+stages of the DAG (`dvc dag`) while DVC works through them, and at the end a table artifact ``pipeline-stages``:
+each stage, whether it ran, was unchanged or failed, its wall time, and a link to its
 own flow run. With ``--record PATH`` the same table is also written there as JSON (``make demo`` writes
 ``data/work/pipeline-stages.json``), which ``mmtr results`` reads for the stage times it publishes.
+
+Stopped by SIGTERM or SIGINT, the flow passes the signal to `dvc repro`'s process group (DVC, the running stage and
+what it started), waits for it to end (killing what is left after a grace period, :mod:`mmtr.processes`), marks
+its run crashed and exits with 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from uuid import UUID
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, update_progress_artifact
 from prefect.runtime import flow_run
 
 from common.files import write_json
+from mmtr import processes
+from mmtr.commit import git_commit
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.errors import ParamsError
-from mmtr.stage import PIPELINE_RUN_ENV
+from mmtr.stage import PIPELINE_RUN_ENV, run_tags
 from tasks import progress_artifact
 
 # what `dvc repro` prints about each stage (DVC 3)
@@ -144,24 +157,70 @@ def stages_record(tracker: ReproTracker, command: Sequence[str], total_seconds: 
     return {"command": " ".join(command), "machine": machine, "seconds": round(total_seconds, 1), "stages": stages}
 
 
+def ui_url() -> str | None:
+    """The address of the Prefect UI that shows this run: ``PREFECT_UI_URL`` when set, else the API's address
+    (``PREFECT_API_URL``) without its ``/api``; None with neither (a temporary server, gone after the run)."""
+    from prefect.settings import PREFECT_API_URL
+
+    if configured := os.environ.get("PREFECT_UI_URL"):
+        return configured.rstrip("/")
+    api = os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()
+    if not api:
+        return None
+    api = api.rstrip("/")
+    return api.removesuffix("/api")
+
+
 def stage_run_links(pipeline_run_id: str) -> dict[str, str]:
-    """Flow-run name (the DVC stage) -> its page in the Prefect UI, for the stage runs this pipeline run started;
-    empty without a UI (a temporary server)."""
+    """Flow-run name (the DVC stage) -> its page in the Prefect UI (:func:`ui_url`), for the stage runs this
+    pipeline run started; empty without a UI."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
-    from prefect.settings import PREFECT_UI_URL
 
-    ui = PREFECT_UI_URL.value()
+    ui = ui_url()
     if not ui:
         return {}
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
             flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"pipeline:{pipeline_run_id}"]))
         )
-    return {run.name: f"{ui.rstrip('/')}/runs/flow-run/{run.id}" for run in runs}
+    return {run.name: f"{ui}/runs/flow-run/{run.id}" for run in runs if str(run.id) != pipeline_run_id}
 
 
-@flow(name="pipeline", log_prints=True, persist_result=False)
+def run_name(targets: Sequence[str], commit: str | None, params_file: Path) -> str:
+    """The pipeline run's name: ``pipeline <targets, or all> · <commit> · params <digest of params_file>``."""
+    digest = hashlib.sha256(params_file.read_bytes()).hexdigest()[:8] if params_file.is_file() else "missing"
+    return f"pipeline {' '.join(targets) or 'all'} · {commit or 'no commit'} · params {digest}"
+
+
+def this_run_name() -> str:
+    """:func:`run_name` for the flow run being created (Prefect calls it, however the run was launched)."""
+    targets = flow_run.parameters.get("targets") or []
+    return run_name(targets, git_commit(), Path("params.yaml"))
+
+
+def tag_own_run(run_id: str) -> None:
+    """Give the run the tags of a stage run (``stage:pipeline``, ``commit:``, ``exp:``) and ``pipeline:<run_id>``,
+    the tag its stage runs carry, so one filter shows them all (its id exists only once the run does)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        own = client.read_flow_run(UUID(run_id))
+        wanted = [*own.tags, *run_tags("pipeline"), f"pipeline:{run_id}"]
+        client.update_flow_run(UUID(run_id), tags=list(dict.fromkeys(wanted)))
+
+
+def stop_signal(stopping: BaseException) -> int:
+    """The signal to pass on to `dvc repro` for what interrupted the flow (Prefect turns SIGTERM into its
+    TerminationSignal, Python SIGINT into KeyboardInterrupt)."""
+    if isinstance(stopping, processes.Stopped):
+        return stopping.signum
+    if isinstance(stopping, KeyboardInterrupt):
+        return signal.SIGINT
+    return int(getattr(stopping, "signal", signal.SIGTERM))
+
+
+@flow(name="pipeline", flow_run_name=this_run_name, log_prints=True, persist_result=False)
 def pipeline(
     targets: list[str] | None = None, force: bool = False, single_item: bool = False, record: str | None = None
 ) -> None:
@@ -174,10 +233,10 @@ def pipeline(
     total = max(len(tracker.stages), 1)
     progress = progress_artifact(f"0 of {total} stages done", key="pipeline-progress")
     logger.info("Running %s (%d stages in the DAG)", " ".join(command), len(tracker.stages))
+    tag_own_run(run_id)
     start = time.monotonic()
-    with subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-    ) as process:
+    process = processes.start(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    try:
         assert process.stdout is not None
         for line in process.stdout:
             sys.stdout.write(line)  # DVC's and the stages' own output, as `dvc repro` shows it
@@ -186,6 +245,12 @@ def pipeline(
                 note += f"; running {tracker.running}" if tracker.running else ""
                 update_progress_artifact(progress, 100.0 * tracker.done / total, description=note)
         returncode = process.wait()
+        processes.stop(process)  # only what DVC left running in its group, if anything
+    except BaseException as stopping:  # a signal, or an error of ours: DVC and its stages must not outlive the run
+        threading.Thread(target=processes.drain, args=(process.stdout, sys.stdout), daemon=True).start()
+        logger.warning("Stopping %s (%s)", " ".join(command), type(stopping).__name__)
+        processes.stop(process, stop_signal(stopping))
+        raise
     tracker.finish(time.monotonic(), succeeded=returncode == 0)
     elapsed = time.monotonic() - start
     update_progress_artifact(
@@ -216,10 +281,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     try:
-        pipeline(args.targets, args.force, args.single_item, args.record)
+        with processes.stop_signals():
+            pipeline(args.targets, args.force, args.single_item, args.record)
     except RuntimeError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
+    except processes.Stopped as stopped:
+        print(f"{parser.prog}: {stopped}; dvc repro and its stages have ended", file=sys.stderr)
+        raise SystemExit(stopped.exit_status) from None
 
 
 if __name__ == "__main__":

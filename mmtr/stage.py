@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import TypeVar
 from common import distributed
 from common.errors import InputError
 from common.runtime import resolve_device
+from mmtr import processes
+from mmtr.commit import commit_date, git_commit
 from mmtr.errors import ParamsError, add_debug_flag, user_errors
 from mmtr.params import DistributedParams, Params, RunnerParams, load_params
 from mmtr.run_card import run_card_hook
@@ -55,7 +56,8 @@ def run_tags(stage: str) -> list[str]:
     """Tags of a stage's flow run: the stage; the DVC stage that ran it (``DVC_STAGE``, e.g.
     ``train_retrieval@san-mmt_f-all``), the DVC experiment (``DVC_EXP_NAME``, set by ``dvc exp run``), the git
     commit of the code (``+dirty`` with uncommitted changes), and the pipeline run it belongs to when launched by
-    one: so an experiment's runs are told apart from the baseline's in the Prefect UI."""
+    one: so an experiment's runs are told apart from the baseline's in the Prefect UI. The pipeline's own writes
+    (dvc.lock, metrics, a regenerated dvc.yaml) do not make the commit dirty (:mod:`mmtr.commit`)."""
     tags = [f"stage:{stage}"]
     if dvc_stage := os.environ.get("DVC_STAGE"):
         tags.append(f"dvc:{dvc_stage}")
@@ -66,37 +68,6 @@ def run_tags(stage: str) -> list[str]:
     if pipeline_run := os.environ.get(PIPELINE_RUN_ENV):
         tags.append(f"pipeline:{pipeline_run}")
     return tags
-
-
-def git_commit() -> str | None:
-    """The short commit of the working tree, ``+dirty`` when tracked files differ from it; None outside git."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        changes = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{commit}+dirty" if changes else commit
-
-
-def commit_date() -> str:
-    """The date of the checked-out commit (YYYY-MM-DD), or ``unknown date`` outside git."""
-    try:
-        return (
-            subprocess.run(
-                ["git", "log", "-1", "--format=%cs"], capture_output=True, text=True, check=True, timeout=10
-            ).stdout.strip()
-            or "unknown date"
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown date"
 
 
 def run_name(stage: str) -> str:
@@ -149,7 +120,25 @@ def run_stage(
     one process in params.yaml's `distributed`, the stage starts itself under torchrun and exits with its status;
     under torchrun, rank 0 runs ``body`` (Prefect, every write) and the other ranks follow its training calls
     (:func:`common.distributed.serve_rank_zero`), returning None.
+
+    SIGTERM or SIGINT ends the process in order with exit status 128 + the signal's number: a running flow run is
+    marked crashed, torchrun and its workers are stopped (:mod:`mmtr.processes`), exit handlers run (a temporary
+    Prefect server stops).
     """
+    try:
+        with processes.stop_signals():
+            return _run_stage(parser, argv, body, data_parallel)
+    except processes.Stopped as stopped:
+        print(f"{parser.prog}: {stopped}", file=sys.stderr)
+        raise SystemExit(stopped.exit_status) from None
+
+
+def _run_stage(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    body: Callable[[argparse.Namespace, Params], Result],
+    data_parallel: str | None,
+) -> Result | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     with user_errors(parser.prog, debug=args.debug):
@@ -158,7 +147,7 @@ def run_stage(
             check_dag_current(params, args.params)
         if data_parallel is not None and params.distributed.processes > 1:
             if not distributed.under_torchrun():
-                raise SystemExit(subprocess.run(torchrun_command(params.distributed, data_parallel, argv)).returncode)
+                raise SystemExit(processes.run(torchrun_command(params.distributed, data_parallel, argv)))
             distributed.start(str(resolve_device(params.device)))
             try:
                 if not distributed.is_rank_zero():
