@@ -31,7 +31,7 @@ from mmt.config import SystemsConfig
 from mmt.pairs import direction_data
 from mmt.systems import TEXT_ONLY_REGION_DIM
 from mmtr.params import Params, ParamsError
-from mmtr.stage import named, run_stage, run_tags, stage_parser
+from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
 from tasks import artifact_key
 from tasks.mmt import DirectionJob, PairPaths, train_direction
 
@@ -82,12 +82,18 @@ def _train_pair(
         # two processes with half the CPU threads each: small LSTM steps use one core better than two
         threads = max(1, cpu_threads() // len(jobs))
         print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
-        with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=use_cpu_threads, initargs=(threads,)) as runner:
+        with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads,)) as runner:
             futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
             rows = [row for future in futures for row in future.result()]
     else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
         rows = [row for job in jobs for row in train_direction(job)]
     return rows
+
+
+def _start_worker(threads: int) -> None:
+    """A direction's worker process: its share of the cores, and the library's epoch lines in the log."""
+    use_cpu_threads(threads)
+    show_library_progress()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

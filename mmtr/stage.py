@@ -153,7 +153,7 @@ def _run_stage(
                 if not distributed.is_rank_zero():
                     distributed.serve_rank_zero()
                     return None
-                _show_library_progress()
+                show_library_progress()
                 check_prefect_api()
                 try:
                     return body(args, params)
@@ -161,7 +161,7 @@ def _run_stage(
                     distributed.release_other_ranks()
             finally:
                 distributed.stop()
-        _show_library_progress()
+        show_library_progress()
         check_prefect_api()
         return body(args, params)
     raise AssertionError("unreachable: user_errors exits or re-raises")
@@ -202,11 +202,12 @@ def torchrun_command(settings: DistributedParams, module: str, argv: Sequence[st
     return [*command, "-m", module, *argv]
 
 
-def _show_library_progress() -> None:
+def show_library_progress() -> None:
     """The library's INFO records (training progress, reuse of earlier work) on the console and in the Prefect UI.
 
     Prefect attaches its handlers to the loggers pyproject.toml names (``logging.extra_loggers``) but leaves their
-    level at the root's WARNING.
+    level at the root's WARNING. Each process sets it: a stage's main process, and the workers of a process pool
+    (whose records would otherwise stop at WARNING, leaving their training silent).
     """
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
 

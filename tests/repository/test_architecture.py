@@ -109,8 +109,8 @@ def test_library_logs_reach_the_console_and_the_prefect_ui() -> None:
 
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS
 
-    from mmtr.stage import _show_library_progress
+    from mmtr.stage import show_library_progress
 
     assert set(PREFECT_LOGGING_EXTRA_LOGGERS.value()) == {"common", *LIBRARY, "report"}
-    _show_library_progress()
+    show_library_progress()
     assert all(logging.getLogger(f"{name}.module").getEffectiveLevel() == logging.INFO for name in (*LIBRARY, "report"))
