@@ -40,17 +40,18 @@ def augment(
     extra = pa.concat_tables([pq.read_table(path) for path in synthesized])
     report: dict[str, object] = {}
     rows: list[dict[str, object]] = []
-    for name, variant in variants.items():
-        captions = build_variant(corpus.captions, extra, variant)
-        if name in written:
-            write_caption_variant(captions, Path(out) / name, languages=languages, images=corpus.images)
-        diversity = lexical_diversity(captions)
-        report[name] = {
-            "captions": captions.num_rows,
-            "token_types": {lang: counts["token_types"] for lang, counts in diversity.items()},
-            "bigrams": {lang: counts["bigrams"] for lang, counts in diversity.items()},
-        }
-        rows += [{"variant": name, "lang": lang, **counts} for lang, counts in diversity.items()]
+    with atomic_dir(out) as staged:  # every variant, or none (a killed run)
+        for name, variant in variants.items():
+            captions = build_variant(corpus.captions, extra, variant)
+            if name in written:
+                write_caption_variant(captions, staged / name, languages=languages, images=corpus.images)
+            diversity = lexical_diversity(captions)
+            report[name] = {
+                "captions": captions.num_rows,
+                "token_types": {lang: counts["token_types"] for lang, counts in diversity.items()},
+                "bigrams": {lang: counts["bigrams"] for lang, counts in diversity.items()},
+            }
+            rows += [{"variant": name, "lang": lang, **counts} for lang, counts in diversity.items()]
     write_text(metrics, json.dumps(report, indent=2, sort_keys=True) + "\n")
     description = "Train split: distinct tokens and bigrams per variant and language"
     create_table_artifact(key=artifact_key("augment-diversity"), table=rows, description=description)
@@ -74,12 +75,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         files = [str(Path(args.synthesized) / f"{target}.parquet") for target in params.mmt.targets]
         written = list(params.retrieval.variants)
-        with tags(*run_tags("augment")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
+        with tags(*run_tags("augment")):
             named(augment, args.params)(
                 measured_variants(params),
                 args.prepared,
                 files,
-                str(out),
+                args.out,
                 args.metrics,
                 written,
                 list(params.retrieval.caption_languages()),

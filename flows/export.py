@@ -36,12 +36,13 @@ def export(
     images = read_images(Path(prepared) / "images.parquet")
     regions = FeatureStore.open(store) if store else None
     rows: dict[str, dict[str, dict[str, int]]] = {}
-    for name, card in cards.items():
-        captions = Path(augmented) / name
-        if not captions.is_dir():
-            raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
-        task = export_caption_variant.with_options(task_run_name=f"export-{name}")
-        rows[name] = task(str(captions), images, str(Path(out) / name), card, image_root, regions).rows
+    with atomic_dir(out) as staged:  # every variant, or none (a killed run)
+        for name, card in cards.items():
+            captions = Path(augmented) / name
+            if not captions.is_dir():
+                raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
+            task = export_caption_variant.with_options(task_run_name=f"export-{name}")
+            rows[name] = task(str(captions), images, str(staged / name), card, image_root, regions).rows
     # one row per language rather than a column each: the UI cuts tables off after eight columns
     table = [
         {"variant": name, "split": split, "lang": lang, "rows": count}
@@ -142,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         image_root = params.corpus(args.corpus).images if config.images else None
         store = args.store if config.regions else None
         variant_cards = cards(params, args.corpus, args.synthetic)
-        with tags(*run_tags("export")), atomic_dir(args.out) as out:  # every variant, or none (a killed run)
-            named(export, args.params)(variant_cards, args.augmented, args.prepared, str(out), image_root, store)
+        with tags(*run_tags("export")):
+            named(export, args.params)(variant_cards, args.augmented, args.prepared, args.out, image_root, store)
 
     run_stage(parser, argv, body)
 

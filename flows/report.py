@@ -33,9 +33,10 @@ def report(
     inputs: ReportInputs, out: str, variant_labels: dict[str, str], context: ReportContext, runs: list[str]
 ) -> str:
     key = artifact_key("retrieval-results")
-    markdown = write_report(
-        inputs, out, samples=SAMPLES, variant_labels=variant_labels, context=context, key=key, runs=runs
-    )
+    with atomic_dir(out) as staged:  # both pages, or neither
+        markdown = write_report(
+            inputs, str(staged), samples=SAMPLES, variant_labels=variant_labels, context=context, key=key, runs=runs
+        )
     print(markdown)
     return markdown
 
@@ -85,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             round_trips=args.round_trips,
             translation=args.translation,
         )
-        with tags(*run_tags("report")), atomic_dir(args.out) as out:  # both pages, or neither
-            named(report, args.params)(inputs, str(out), labels, context, params.retrieval.run_names())
+        with tags(*run_tags("report")):
+            named(report, args.params)(inputs, args.out, labels, context, params.retrieval.run_names())
 
     run_stage(parser, argv, body)
 

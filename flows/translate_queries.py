@@ -43,15 +43,16 @@ def translate_queries(
 ) -> dict[str, int]:
     captions = read_prepared(prepared).captions
     counts: dict[str, int] = {}
-    for lang in languages:
-        texts = query_texts(captions, lang)
-        translations = translate_texts(str(Path(models) / f"mt-{lang}-{pivot}"), texts, beam=beam, runtime=runtime)
-        table = pa.table({"text": pa.array(texts, pa.string()), "translation": pa.array(translations, pa.string())})
-        write_parquet(table, Path(out) / f"{lang}-{pivot}.parquet")
-        counts[lang] = len(texts)
-        print(f"{lang}->{pivot}: {len(texts)} test queries translated")
-    # also written with no language, so the folder (a DVC output) always exists
-    write_json(Path(out) / "queries.json", {"pivot": pivot, "beam": beam, "queries": counts})
+    with atomic_dir(out) as staged:
+        for lang in languages:
+            texts = query_texts(captions, lang)
+            translations = translate_texts(str(Path(models) / f"mt-{lang}-{pivot}"), texts, beam=beam, runtime=runtime)
+            table = pa.table({"text": pa.array(texts, pa.string()), "translation": pa.array(translations, pa.string())})
+            write_parquet(table, staged / f"{lang}-{pivot}.parquet")
+            counts[lang] = len(texts)
+            print(f"{lang}->{pivot}: {len(texts)} test queries translated")
+        # also written with no language, so the folder (a DVC output) always exists
+        write_json(staged / "queries.json", {"pivot": pivot, "beam": beam, "queries": counts})
     return counts
 
 
@@ -64,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         runtime = Runtime.resolve(params.device, params.precision)
         languages = list(params.retrieval.translate_search.languages)
-        with tags(*run_tags("translate_queries")), atomic_dir(args.out) as out:
+        with tags(*run_tags("translate_queries")):
             named(translate_queries, args.params)(
-                languages, params.languages.pivot, args.prepared, args.models, str(out), params.mmt.beam, runtime
+                languages, params.languages.pivot, args.prepared, args.models, args.out, params.mmt.beam, runtime
             )
 
     run_stage(parser, argv, body)

@@ -8,6 +8,7 @@ import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from common.files import final_path
 from corpora.dataset_card import CardInfo
 from corpora.hf_dataset import ExportSummary, RegionSource, export_variant
 from corpora.prepared import read_caption_variant
@@ -42,7 +43,7 @@ def export_caption_variant(
     get_run_logger().info(
         "Exported %s to %s: %s rows; columns %s",
         card.variant,
-        out_dir,
+        final_path(out_dir),
         ", ".join(f"{split} {count}" for split, count in rows.items()),
         ", ".join(summary.columns),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from corpora.prepared import read_prepared, write_caption_variant
 from flows import export
@@ -102,6 +105,17 @@ def test_export_writes_every_variant_with_images(
     assert isinstance(rows, list) and all(len(row) == 4 for row in rows)  # narrow: the UI cuts wide tables off
     train = {row["lang"]: row["rows"] for row in rows if row["variant"] == "mmt_f" and row["split"] == "train"}
     assert train == {"cs": 36, "de": 39, "en": 36, "fr": 36}
+    # the run's parameters, in the UI's Parameters tab, name the final folder, not the temporary one written first
+    parameters = asyncio.run(_run_parameters(f"export-rows-export-test-{tmp_path.name}".lower().replace("_", "-")))
+    assert parameters["out"] == str(out) and ".tmp" not in json.dumps(parameters)
+
+
+async def _run_parameters(artifact_key: str) -> dict[str, object]:
+    """The parameters of the flow run that made the newest artifact of ``artifact_key``."""
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key])))
+        assert found and found[-1].flow_run_id is not None
+        return dict((await client.read_flow_run(found[-1].flow_run_id)).parameters)
 
 
 def test_export_of_a_missing_variant_is_a_one_line_error(
