@@ -1,8 +1,10 @@
 """Examples of synthesized captions for the report: human pivot captions that the text-only MT and the MMT translated
 differently, each with both translations, a human caption of the same image in the target language and the image.
 
-The choice is deterministic: per target language, the source captions in caption-id order whose first-hop MT and
-MMT translations still differ once whitespace is collapsed and case folded, one per image, the first ``count``.
+The choice is deterministic: per target language, the source captions whose first-hop MT and MMT translations still
+differ once whitespace is collapsed and case folded, one per image, the first ``count``: captions of kind
+``translation`` first (the image's human caption in the target language is then a reference translation of the
+source, as in Multi30K's task 1), then the others, each group in caption-id order.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def differing_examples(synthesized: Sequence[Path], prepared: Path, images: Path
     for path in files:
         translations = _first_hop(pq.read_table(path).to_pylist())
         shown: set[str] = set()
-        for caption_id in sorted(translations):
+        for caption_id in sorted(translations, key=lambda caption: _source_order(sources.get(caption), caption)):
             (target, texts), source = translations[caption_id], sources.get(caption_id)
             if source is None or source["image_id"] in shown or set(texts) != set(SYSTEMS):
                 continue
@@ -102,6 +104,10 @@ def _first_hop(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, dict[s
     return translations
 
 
+def _source_order(source: Mapping[str, Any] | None, caption_id: str) -> tuple[bool, str]:
+    return (source is None or source["kind"] != "translation", caption_id)
+
+
 def _normalised(text: str) -> str:
     return " ".join(text.split()).casefold()
 
@@ -115,10 +121,10 @@ def _human_caption(human: Sequence[Mapping[str, Any]], image_id: str, lang: str)
 
 EXAMPLES_HEADING = "Examples: where the MT and the MMT translate differently"
 EXAMPLES_NOTE = (
-    "Per target language, the first human captions by caption id (one per image) whose text-only MT and MMT "
-    "translations (first hop) differ after whitespace and case are normalised; the last column is the image's own "
-    "human caption in the target language (a translation caption where the corpus has one), not necessarily a "
-    "translation of the source. index.html shows the images."
+    "Per target language, the first human captions (one per image; translation captions first, then by caption id) "
+    "whose text-only MT and MMT translations (first hop) differ after whitespace and case are normalised; the last "
+    "column is the image's own human caption in the target language: the source's reference translation where the "
+    "source is a translation caption, else an independent description. index.html shows the images."
 )
 
 

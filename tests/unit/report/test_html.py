@@ -59,10 +59,11 @@ def test_the_page_puts_the_pivot_first_with_header_and_charted_axes() -> None:
 
 def test_examples_show_image_source_both_translations_and_the_human_caption_escaped(tmp_path: Path) -> None:
     synthesized, prepared, images = _write(tmp_path)
-    page = results_html({}, differing_examples(synthesized, prepared, images, count=1), {})
+    page = results_html({}, differing_examples(synthesized, prepared, images, count=2), {})
     assert "<h2>Examples: where the MT and the MMT translate differently</h2>" in page
     section = page[page.index("<h3>en→de</h3>") : page.index("<h3>en→fr</h3>")]
-    assert section.count('<div class="sample">') == 1 and 'alt="a"' in section
+    assert section.count('<div class="sample">') == 2 and section.index('alt="d"') < section.index('alt="a"')
+    section = section[section.rindex('<div class="sample">') :]  # image a's, after image d's (a translation caption)
     assert section.index("data:image/png;base64,") < section.index("<th>en (human, translated)</th><td>a red ring</td>")
     assert (
         "<tr><th>MT (text-only)</th><td>ein rotes Rund</td></tr><tr><th>MMT (with the image)</th><td>ein roter Ring"

@@ -61,7 +61,8 @@ def _row(
 def _rows() -> list[dict[str, Any]]:
     """Image a: c1's translations differ only in case and spacing, c2's differ; two human German captions (the
     translation caption is shown). Image b: the MT did not translate it. Image c: differs, no German caption.
-    Image d: two differing captions (one example per image). Hop 2 and French rows beside them."""
+    Image d: two differing captions (one example per image), c2 a translation caption with its German reference,
+    so it comes first of all. Hop 2 and French rows beside them."""
     return [
         _row("a#en#c1", "a", "en", "a red circle"),
         _row("a#en#c2", "a", "en", "a red ring"),
@@ -70,7 +71,8 @@ def _rows() -> list[dict[str, Any]]:
         _row("b#en#c1", "b", "en", "a blue star"),
         _row("c#en#c1", "c", "en", "a green heart"),
         _row("d#en#c1", "d", "en", "a black | square"),
-        _row("d#en#c2", "d", "en", "a black box"),
+        _row("d#en#c2", "d", "en", "a black box", kind="translation"),
+        _row("d#de#t", "d", "de", "eine schwarze Schachtel", kind="translation"),
         _row("a#de#c1>mt", "a", "de", "ein roter Kreis", "a#en#c1", 1, "mt-en-de"),
         _row("a#de#c1>mmt", "a", "de", "Ein  roter  KREIS ", "a#en#c1", 1, "mmt-en-de"),
         _row("a#de#c2>mt", "a", "de", "ein rotes Rund", "a#en#c2", 1, "mt-en-de"),
@@ -120,8 +122,10 @@ def _write(root: Path) -> tuple[list[Path], Path, Path]:
 def test_examples_are_the_first_differing_captions_one_per_image(tmp_path: Path) -> None:
     synthesized, prepared, images = _write(tmp_path)
     examples = differing_examples(synthesized, prepared, images, count=5)
-    assert [(e.target_lang, e.image_id) for e in examples] == [("de", "a"), ("de", "c"), ("de", "d"), ("fr", "a")]
-    assert examples[0] == Example(
+    assert [(e.target_lang, e.image_id) for e in examples] == [("de", "d"), ("de", "a"), ("de", "c"), ("fr", "a")]
+    # the translation caption leads, with its reference translation as the human caption
+    assert (examples[0].source, examples[0].human) == ("a black box", "eine schwarze Schachtel")
+    assert examples[1] == Example(
         image_id="a",
         png=thumbnail(images / "pics" / "a.png"),
         source_lang="en",
@@ -131,12 +135,11 @@ def test_examples_are_the_first_differing_captions_one_per_image(tmp_path: Path)
         mmt="ein roter Ring",
         human="ein roter Ring <b>&</b>",  # the translation caption before the comparable one
     )
-    assert examples[1].human is None  # image c has no German caption
-    assert (examples[2].source, examples[2].mt) == ("a black | square", "ein schwarzes | Quadrat")  # d#en#c1 first
+    assert examples[2].human is None  # image c has no German caption
     assert examples[3].human is None and examples[3].mmt == "un anneau rouge"
-    assert _decoded(examples[2].png).size == (160, 128)  # d.png is 200 x 160
+    assert _decoded(examples[0].png).size == (160, 128)  # d.png is 200 x 160
     first_each = differing_examples(synthesized, prepared, images, count=1)
-    assert [(e.target_lang, e.image_id) for e in first_each] == [("de", "a"), ("fr", "a")]
+    assert [(e.target_lang, e.image_id) for e in first_each] == [("de", "d"), ("fr", "a")]
 
 
 def test_no_files_or_count_zero_give_no_examples(tmp_path: Path) -> None:
