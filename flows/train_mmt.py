@@ -54,39 +54,24 @@ def train_mmt(
     an early best-so-far checkpoint)."""
     with staged_children(paths.models) as models, staged_children(paths.metrics) as metrics:
         staged = dataclasses.replace(paths, models=str(models), metrics=str(metrics))
-        rows = _train_pair(config, pivot, target, prepared, parallel, staged, seed, runtime, parallel_directions)
+        region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
+        # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
+        corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
+        jobs: list[DirectionJob] = []
+        for src, tgt in ((pivot, target), (target, pivot)):
+            data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
+            jobs.append(DirectionJob(src, tgt, data, config, staged, region_dim, seed, runtime))
+        if parallel_directions and not joined():
+            # two processes with half the CPU threads each: small LSTM steps use one core better than two
+            threads = max(1, cpu_threads() // len(jobs))
+            print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
+            with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads,)) as runner:
+                futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
+                rows = [row for future in futures for row in future.result()]
+        else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
+            rows = [row for job in jobs for row in train_direction(job)]
     description = "Test captions: BLEU and chrF"
     create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
-    return rows
-
-
-def _train_pair(
-    config: SystemsConfig,
-    pivot: str,
-    target: str,
-    prepared: str,
-    parallel: str,
-    paths: PairPaths,
-    seed: int,
-    runtime: Runtime,
-    parallel_directions: bool,
-) -> list[dict[str, object]]:
-    region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
-    # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
-    corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
-    jobs: list[DirectionJob] = []
-    for src, tgt in ((pivot, target), (target, pivot)):
-        data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
-        jobs.append(DirectionJob(src, tgt, data, config, paths, region_dim, seed, runtime))
-    if parallel_directions and not joined():
-        # two processes with half the CPU threads each: small LSTM steps use one core better than two
-        threads = max(1, cpu_threads() // len(jobs))
-        print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
-        with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads,)) as runner:
-            futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
-            rows = [row for future in futures for row in future.result()]
-    else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
-        rows = [row for job in jobs for row in train_direction(job)]
     return rows
 
 

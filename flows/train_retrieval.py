@@ -53,60 +53,45 @@ def train_retrieval(
     """Train and test every replicate of one run into the model folder ``out`` (the flow's parameters name this
     final folder; the run writes a temporary one beside it, swapped in once every replicate is done)."""
     with atomic_dir(out) as staged:
-        return _train_run(config, all_languages, base_seed, model, variant, role, inputs, str(staged), metrics, runtime)
-
-
-def _train_run(
-    config: RetrievalConfig,
-    all_languages: Languages,
-    base_seed: int,
-    model: str,
-    variant: str,
-    role: str,
-    inputs: RetrievalInputs,
-    out: str,
-    metrics: str,
-    runtime: Runtime,
-) -> dict[str, Any]:
-    pivot = all_languages.pivot
-    languages = config.role(role, pivot)
-    seeds = replicate_seeds(base_seed, config.replicates)
-    runs, history = [], []
-    run = run_name(model, variant, role)
-    for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
-        model_dir = out if seed == seeds[0] else str(Path(out) / "replicates" / f"seed-{seed}")
-        history_key = artifact_key(f"retrieval-history-{run}-seed-{seed}")
-        summary = train_retrieval_model(
-            config,
-            model,
-            languages,
-            inputs,
-            out_dir=model_dir,
-            seed=seed,
-            runtime=runtime,
-            run=run,
-            history_key=history_key,
-        )
-        print(best_epoch_line(run, seed, summary, config.train.epochs))
-        history += summary["history"]
-        # Test on the human captions of the prepared data (the same rows in every variant).
-        test_metrics = str(Path(model_dir) / "test-metrics.json")
-        runs.append(
-            evaluate_retrieval_model(
+        pivot = all_languages.pivot
+        languages = config.role(role, pivot)
+        seeds = replicate_seeds(base_seed, config.replicates)
+        runs, history = [], []
+        run = run_name(model, variant, role)
+        for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
+            model_dir = str(staged) if seed == seeds[0] else str(staged / "replicates" / f"seed-{seed}")
+            history_key = artifact_key(f"retrieval-history-{run}-seed-{seed}")
+            summary = train_retrieval_model(
                 config,
+                model,
                 languages,
                 inputs,
-                run=run,
+                out_dir=model_dir,
                 seed=seed,
-                model_dir=model_dir,
-                metrics_path=test_metrics,
-                languages=config.caption_languages(),
-                pivot=pivot,
                 runtime=runtime,
+                run=run,
+                history_key=history_key,
             )
-        )
-    write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
-    return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
+            print(best_epoch_line(run, seed, summary, config.train.epochs))
+            history += summary["history"]
+            # Test on the human captions of the prepared data (the same rows in every variant).
+            test_metrics = str(Path(model_dir) / "test-metrics.json")
+            runs.append(
+                evaluate_retrieval_model(
+                    config,
+                    languages,
+                    inputs,
+                    run=run,
+                    seed=seed,
+                    model_dir=model_dir,
+                    metrics_path=test_metrics,
+                    languages=config.caption_languages(),
+                    pivot=pivot,
+                    runtime=runtime,
+                )
+            )
+        write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
+        return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
 
 
 def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -> str:
