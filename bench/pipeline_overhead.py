@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,20 +31,12 @@ from pathlib import Path
 
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.local_server import prefect_server
-from tests.flows.helpers import REPO, tiny_params_tree, write_params
-
-CODE = ["common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows", ".dvcignore"]
-CODE += ["pyproject.toml", "data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
+from tests.flows.helpers import copy_project_code, tiny_params_tree, write_params
 
 
 def scratch_project(root: Path, env: dict[str, str]) -> None:
     """The code and the tiny params in ``root``, committed, with DVC initialised."""
-    for name in CODE:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, root / name)
+    copy_project_code(root)
     tree = tiny_params_tree()
     tree["retrieval"]["models"] = ["san"]
     write_params(root / "params.yaml", tree)

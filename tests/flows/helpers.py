@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+# what a scratch DVC project needs of the repository to run the stages (the code they run, the inputs they read)
+PROJECT_CODE = ("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows", ".dvcignore")
+PROJECT_CODE += ("pyproject.toml", "data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors")
 
 TINY_SPLITS = {"train": 6, "val": 3, "test": 3}
 TINY_PAIRS = {"train": 40, "val": 10, "test": 10}
@@ -56,3 +60,13 @@ def tiny_params_tree(
 def write_params(path: Path, tree: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(tree, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
+
+
+def copy_project_code(root: Path) -> None:
+    """:data:`PROJECT_CODE` copied from the repository into ``root`` (caches left out)."""
+    for name in PROJECT_CODE:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, root / name)

@@ -25,24 +25,10 @@ from prefect.client.orchestration import get_client
 
 from corpora.prepared import read_prepared
 from mmtr.dvc_yaml import update_dvc_yaml
-from tests.flows.helpers import REPO, tiny_params_tree, write_params
+from tests.flows.helpers import REPO, copy_project_code, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.slow
 
-CODE = [
-    "common",
-    "corpora",
-    "features",
-    "mmt",
-    "retrieval",
-    "report",
-    "mmtr",
-    "tasks",
-    "flows",
-    ".dvcignore",
-    "pyproject.toml",
-]
-CODE += ["data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"]
 STAGES = ("generate", "prepare@synthetic", "prepare_parallel@de", "features@synthetic", "train_mmt@de", "synthesize@de")
 STAGES += ("augment", "export", "translate_queries", "report")
 STAGES += tuple(f"train_retrieval@san-{variant}-all" for variant in ("none", "mmt_f"))
@@ -56,12 +42,7 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path, prefect_api_url: str) -> tuple[Path, dict[str, str]]:
-    for name in CODE:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, tmp_path / name)
+    copy_project_code(tmp_path)
     tree = tiny_params_tree()
     tree["retrieval"]["models"] = ["san"]  # each stage is a process start: the other models run in test_profiles_run
     write_params(tmp_path / "params.yaml", tree)
