@@ -1,7 +1,7 @@
 """The learning curves as a web page that draws without a network (`mmtr plots`).
 
 `dvc plots show` writes ``dvc_plots/index.html``, whose page loads Vega, Vega-Lite and vega-embed from a CDN: a
-blank page on a machine without internet. Given an HTML template without the ``{scripts}`` placeholder
+blank page on a machine without internet. Given an HTML template that leaves out DVC's ``{scripts}`` field
 (``--html-template``, or ``plots.html_template`` in DVC's config), DVC puts no script tag of its own in the page. This
 module writes such a template with the three libraries inline, from the JavaScript bundle that the installed
 vl-convert-python makes (extra ``plots``), and runs `dvc plots show` with it. It also names the template in
@@ -25,7 +25,7 @@ VEGA_LITE = "5.21"
 GLOBALS = "window.vegaEmbed = vegaEmbed; window.vega = vega; window.vegaLite = vegaLite;"
 TEMPLATE = "plots/offline-page.html"  # in the .dvc folder, as DVC's config names it (relative to .dvc)
 DEFAULT_OUT = "dvc_plots"  # DVC's own default
-# DVC fills these placeholders by plain text replacement, and an HTML parser ends a script at "</script" (any case)
+# DVC fills its template fields by plain text replacement, and an HTML parser ends a script at "</script" (any case)
 _UNSAFE_IN_BUNDLE = ("</script", "<!--", "{plot_divs}", "{scripts}", "{refresh_tag}")
 
 _HEAD = """<!DOCTYPE html>
