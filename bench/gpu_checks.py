@@ -91,6 +91,7 @@ from features.regions import FixedRegions
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.train import TrainConfig, collate
 from retrieval.zoo.scan import SCAN, SCANConfig
+from tests.unit.features.bottom_up.helpers import TINY as TINY_BUTD
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "mmtr" / "profiles" / "paper_sizes.yaml"
@@ -159,20 +160,7 @@ def paper_sizes(profile: Path = PROFILE) -> Sizes:
 def small_sizes() -> Sizes:
     """Tiny sizes that run every code path of every check in seconds on a CPU."""
     return Sizes(
-        butd=BUTDConfig(
-            blocks=(1, 1, 1, 1),
-            stem_channels=8,
-            width=8,
-            rpn_channels=16,
-            num_classes=10,
-            num_attributes=6,
-            attr_embed_dim=4,
-            attr_hidden=8,
-            test_scale=96,
-            max_size=160,
-            rpn_pre_nms_top_n=300,
-            rpn_post_nms_top_n=60,  # at least the 36 regions
-        ),
+        butd=dataclasses.replace(TINY_BUTD, blocks=(1, 1, 1, 1), rpn_post_nms_top_n=60),  # at least the 36 regions
         image=(96, 128),
         extract_batches=(1, 2),
         mmt=MMTConfig(emb_dim=16, hidden=32, dropout=0.3),
