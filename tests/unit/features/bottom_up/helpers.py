@@ -40,3 +40,31 @@ def tiny_model(seed: int = 0, config: BUTDConfig = TINY) -> BottomUpAttention:
 def images(count: int, seed: int = 0, size: tuple[int, int] = (96, 128)) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, size=(*size, 3), dtype=np.uint8) for _ in range(count)]
+
+
+def resnet_c4_shapes(
+    norm_keys: tuple[str, ...], blocks: tuple[int, ...], width: int, stem: int
+) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a checkpoint's R-C4 trunk in detectron2's names (the stem, res2-res4 in the backbone, res5 in
+    the box head), listed from the architecture: ``blocks`` per stage, ``width`` channels in res2's bottleneck,
+    ``stem`` channels out of the stem; each convolution's frozen norm holds ``norm_keys``."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def conv(name: str, out_channels: int, in_channels: int, kernel: int) -> None:
+        shapes[f"{name}.weight"] = (out_channels, in_channels, kernel, kernel)
+        for key in norm_keys:
+            shapes[f"{name}.norm.{key}"] = () if key == "num_batches_tracked" else (out_channels,)
+
+    conv("backbone.stem.conv1", stem, 3, 7)
+    in_channels = stem
+    for stage, count in enumerate(blocks):
+        stage_width = width * 2**stage
+        prefix = ("backbone" if stage < 3 else "roi_heads") + f".res{stage + 2}"
+        for block in range(count):
+            if block == 0:
+                conv(f"{prefix}.0.shortcut", 4 * stage_width, in_channels, 1)
+            conv(f"{prefix}.{block}.conv1", stage_width, in_channels if block == 0 else 4 * stage_width, 1)
+            conv(f"{prefix}.{block}.conv2", stage_width, stage_width, 3)
+            conv(f"{prefix}.{block}.conv3", 4 * stage_width, stage_width, 1)
+        in_channels = 4 * stage_width
+    return shapes

@@ -38,6 +38,7 @@ from features.bottom_up.weights import (
     load_detector,
     read_checkpoint,
 )
+from tests.unit.features.bottom_up.helpers import resnet_c4_shapes
 
 # --- the Caffe reference: peteanderson80/bottom-up-attention @ 514e561 ---------------------------------------------
 CAFFE: dict[str, Any] = {
@@ -181,26 +182,7 @@ TINY_BLOCKS, TINY_WIDTH, TINY_STEM = (1, 2, 1, 1), 8, 8  # R101 is (3, 4, 23, 3)
 
 
 def backbone_shapes(norm_keys: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-
-    def conv(name: str, out_channels: int, in_channels: int, kernel: int) -> None:
-        shapes[f"{name}.weight"] = (out_channels, in_channels, kernel, kernel)
-        for key in norm_keys:
-            shapes[f"{name}.norm.{key}"] = () if key == "num_batches_tracked" else (out_channels,)
-
-    conv("backbone.stem.conv1", TINY_STEM, 3, 7)
-    in_channels = TINY_STEM
-    for stage, blocks in enumerate(TINY_BLOCKS):
-        width = TINY_WIDTH * 2**stage
-        prefix = ("backbone" if stage < 3 else "roi_heads") + f".res{stage + 2}"
-        for block in range(blocks):
-            if block == 0:
-                conv(f"{prefix}.0.shortcut", 4 * width, in_channels, 1)
-            conv(f"{prefix}.{block}.conv1", width, in_channels if block == 0 else 4 * width, 1)
-            conv(f"{prefix}.{block}.conv2", width, width, 3)
-            conv(f"{prefix}.{block}.conv3", 4 * width, width, 1)
-        in_channels = 4 * width
-    return shapes
+    return resnet_c4_shapes(norm_keys, TINY_BLOCKS, TINY_WIDTH, TINY_STEM)
 
 
 DIM = TINY_WIDTH * 32  # pool5 width: res5 output channels

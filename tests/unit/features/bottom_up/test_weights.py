@@ -27,7 +27,7 @@ from features.bottom_up.weights import (
     read_checkpoint,
 )
 from features.regions import FixedRegions
-from tests.unit.features.bottom_up.helpers import TINY, images, tiny_model
+from tests.unit.features.bottom_up.helpers import TINY, images, resnet_c4_shapes, tiny_model
 
 EPS = 1e-5
 A, SCALES, RATIOS = TINY.num_anchors, len(TINY.anchor_scales), len(TINY.anchor_ratios)
@@ -265,26 +265,8 @@ def test_the_restricted_unpickler_reads_containers_and_arrays(tmp_path: Path, pr
 
 def r101_source_shapes(milvlg: bool) -> dict[str, tuple[int, ...]]:
     """Every tensor of the real R101 checkpoints, listed from the architecture (3, 4, 23, 3 blocks)."""
-    shapes: dict[str, tuple[int, ...]] = {}
     norm = ("weight", "bias", "running_mean", "running_var") + (("num_batches_tracked",) if milvlg else ())
-
-    def conv(name: str, out_channels: int, in_channels: int, kernel: int) -> None:
-        shapes[f"{name}.weight"] = (out_channels, in_channels, kernel, kernel)
-        for stat in norm:
-            shapes[f"{name}.norm.{stat}"] = () if stat == "num_batches_tracked" else (out_channels,)
-
-    conv("backbone.stem.conv1", 64, 3, 7)
-    in_channels = 64
-    for stage, blocks in enumerate((3, 4, 23, 3)):
-        width = 64 * 2**stage
-        prefix = ("backbone" if stage < 3 else "roi_heads") + f".res{stage + 2}"
-        for block in range(blocks):
-            if block == 0:
-                conv(f"{prefix}.0.shortcut", 4 * width, in_channels, 1)
-            conv(f"{prefix}.{block}.conv1", width, in_channels if block == 0 else 4 * width, 1)
-            conv(f"{prefix}.{block}.conv2", width, width, 3)
-            conv(f"{prefix}.{block}.conv3", 4 * width, width, 1)
-        in_channels = 4 * width
+    shapes = resnet_c4_shapes(norm, (3, 4, 23, 3), 64, 64)
     rpn, box = "proposal_generator.rpn_head.", "roi_heads.box_predictor."
     shapes |= {rpn + "conv.weight": (512, 1024, 3, 3), rpn + "conv.bias": (512,)}
     shapes |= {rpn + "objectness_logits.weight": (24 if milvlg else 12, 512, 1, 1)}
