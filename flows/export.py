@@ -41,8 +41,8 @@ def export(
             captions = Path(augmented) / name
             if not captions.is_dir():
                 raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
-            task = export_caption_variant.with_options(task_run_name=f"export-{name}")
-            rows[name] = task(str(captions), images, str(staged / name), card, image_root, regions).rows
+            summary = export_caption_variant(str(captions), images, str(staged / name), card, image_root, regions)
+            rows[name] = summary.rows
     # one row per language rather than a column each: the UI cuts tables off after eight columns
     table = [
         {"variant": name, "split": split, "lang": lang, "rows": count}

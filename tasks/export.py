@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from prefect import get_run_logger, task
@@ -12,11 +13,16 @@ from common.files import final_path
 from corpora.dataset_card import CardInfo
 from corpora.hf_dataset import ExportSummary, RegionSource, export_variant
 from corpora.prepared import read_caption_variant
+from tasks import named_by
 
 # cache_policy=NO_CACHE, persist_result=False: DVC decides what reruns (see tasks/data.py).
 
 
-@task(cache_policy=NO_CACHE, persist_result=False)
+def _export_name(parameters: dict[str, Any]) -> str:
+    return f"export {parameters['card'].variant}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_export_name))
 def export_caption_variant(
     variant_dir: str,
     images: pa.Table,

@@ -60,3 +60,9 @@ def test_data_and_feature_task_runs_name_their_pair_file_or_shard() -> None:
     assert run_name(data.read_parallel_pair, pivot="en", target="de") == "read parallel en-de"
     assert run_name(data.write_parallel_pair, out="data/prepared/parallel/en-de.parquet") == "write en-de.parquet"
     assert run_name(features.extract_shard_task, shard=Shard(7, ())) == "extract shard-00007"
+
+
+def test_an_export_task_run_names_its_variant() -> None:
+    from tasks import export
+
+    assert run_name(export.export_caption_variant, card=SimpleNamespace(variant="mmt_f")) == "export mmt_f"
