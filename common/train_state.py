@@ -88,7 +88,7 @@ def rng_state(generator: np.random.Generator | None = None) -> dict[str, Any]:
     """The random-number state a training step can draw from: torch's CPU generator, every CUDA device's, and
     ``generator``'s (batch order, sampling)."""
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # CUDA in use: dropout on the GPU draws from its generators
         state["cuda"] = torch.cuda.get_rng_state_all()
     if generator is not None:
         state["numpy"] = generator.bit_generator.state
@@ -96,9 +96,9 @@ def rng_state(generator: np.random.Generator | None = None) -> dict[str, Any]:
 
 
 def restore_rng_state(state: dict[str, Any], generator: np.random.Generator | None = None) -> None:
-    """Put back what :func:`rng_state` captured (the CUDA states only where CUDA is in use)."""
+    """Put back what :func:`rng_state` captured."""
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
+    if "cuda" in state:  # applied now, or by torch when CUDA starts (its lazy calls)
         torch.cuda.set_rng_state_all(state["cuda"])
     if generator is not None:
         generator.bit_generator.state = state["numpy"]
