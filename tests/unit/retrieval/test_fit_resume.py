@@ -1,5 +1,6 @@
 """A fit stopped after an epoch (or after its pre-training) and resumed from its state ends with the weights and
-history of the uninterrupted fit; a finished state returns at once; a state of another run is ignored."""
+history of the uninterrupted fit; a finished state returns at once; a state of another run (its fingerprint: what
+the run depends on) is ignored."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import numpy as np
 import pytest
 import torch
 
+from common.runtime import Runtime
 from common.train_state import ResumePoint, fingerprint
-from retrieval.data import encode_captions
+from retrieval.config import RetrievalConfig
+from retrieval.data import Caption, CaptionSet, encode_captions
+from retrieval.experiment import training_fingerprint
 from retrieval.losses import RankingLoss
 from retrieval.model import RetrievalModel
+from retrieval.roles import ResolvedRole
 from retrieval.train import FitResult, TrainConfig, fit
 from retrieval.vocab import Vocabulary
 from retrieval.zoo.registry import build_model, make_config
@@ -40,19 +45,27 @@ class KilledAfter(ResumePoint):
             raise Killed
 
 
+def toy_inputs(captions: list[Caption]) -> tuple[Vocabulary, CaptionSet, dict[str, CaptionSet]]:
+    vocab = Vocabulary.build(((c.lang, c.text) for c in captions), ["en", "de"], min_count=1)
+    encoded = encode_captions(captions, vocab, {f"i{i}": i for i in range(16)}, max_len=20, source="train")
+    return vocab, encoded, {"en": encoded.subset(np.flatnonzero(encoded.langs == 0))}
+
+
+def toy_model(name: str, vocab: Vocabulary, init_seed: int) -> RetrievalModel:
+    sizes: dict[str, float] = {"word_dim": 16, "hidden": 16}
+    if name == "mule":  # dropout: the same masks; a reversal strength that grows with the step: the same step count
+        sizes |= {"mule_dim": 16, "embed_dim": 16, "image_hidden": 16, "pretrain_epochs": 1, "domain_adapt": 0.5}
+    torch.manual_seed(init_seed)
+    return build_model(name, make_config(name, sizes), vocab_size=len(vocab), languages=2, region_dim=8)
+
+
 def train(
     name: str, resume: ResumePoint | None = None, *, init_seed: int = 0, **options: object
 ) -> tuple[RetrievalModel, FitResult]:
     """Fit model ``name`` on the toy task for :data:`EPOCHS` epochs; ``init_seed`` seeds its initial weights."""
     captions, regions = toy_data()
-    vocab = Vocabulary.build(((c.lang, c.text) for c in captions), ["en", "de"], min_count=1)
-    encoded = encode_captions(captions, vocab, {f"i{i}": i for i in range(16)}, max_len=20, source="train")
-    validation = {"en": encoded.subset(np.flatnonzero(encoded.langs == 0))}
-    sizes = {"word_dim": 16, "hidden": 16}
-    if name == "mule":  # dropout: the same masks; a reversal strength that grows with the step: the same step count
-        sizes |= {"mule_dim": 16, "embed_dim": 16, "image_hidden": 16, "pretrain_epochs": 1, "domain_adapt": 0.5}
-    torch.manual_seed(init_seed)
-    model = build_model(name, make_config(name, sizes), vocab_size=len(vocab), languages=2, region_dim=8)
+    vocab, encoded, validation = toy_inputs(captions)
+    model = toy_model(name, vocab, init_seed)
     config = TrainConfig(epochs=EPOCHS, batch_size=12, lr=0.01, lr_decay_epoch=2, **options)  # type: ignore[arg-type]
     result = fit(
         model,
@@ -96,7 +109,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
     ],
 )
 def test_a_fit_stopped_after_an_epoch_resumes_to_the_same_weights_and_history(
-    name: str, options: dict[str, object], kill_after: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    name: str, options: dict[str, Any], kill_after: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     whole = train(name, **options)
     point = ResumePoint(tmp_path / "seed-0.pt", fingerprint(name, options))
@@ -152,3 +165,29 @@ def test_a_state_of_another_run_is_ignored(tmp_path: Path, caplog: pytest.LogCap
     assert len(fresh[1].history) == EPOCHS
     assert_same_fit(fresh, train("vsepp"))
     assert f"{path}: resume state of another configuration or data; starting from epoch 1" in caplog.messages
+
+
+def test_the_fingerprint_follows_settings_data_and_initial_weights() -> None:
+    """Another word in one caption, other initial weights, another seed or schedule: another run. A setting its
+    stage does not track (the number of replicates) leaves it as it is."""
+    captions, _ = toy_data()
+    role = ResolvedRole((("en", None), ("de", None)), ("en",))
+
+    def of(captions: list[Caption], *, init_seed: int = 0, seed: int = 0, config: RetrievalConfig | None = None) -> str:
+        vocab, encoded, validation = toy_inputs(captions)
+        model = toy_model("san", vocab, init_seed)
+        config = config or RetrievalConfig()
+        meta = {"extractor": "compact", "num_images": 16}
+        return training_fingerprint(
+            config, "san", model.config, role, seed, Runtime(), vocab, encoded, validation, meta, model
+        )
+
+    reference = of(captions)
+    assert of(list(captions)) == reference
+    assert of(captions, config=RetrievalConfig(replicates=3)) == reference
+    first = captions[0]
+    edited = [Caption(first.caption_id, first.image_id, first.lang, "a small blue thing", first.origin), *captions[1:]]
+    assert first.text != "a small blue thing" and of(edited) != reference
+    assert of(captions, init_seed=1) != reference
+    assert of(captions, seed=1) != reference
+    assert of(captions, config=RetrievalConfig(train=TrainConfig(epochs=5))) != reference
