@@ -6,19 +6,24 @@ batch), keeps the epoch with the best validation rsum on the role's test languag
 (`model.safetensors` + `model.json`) and the test metrics (R@1/5/10 per test language and direction, rsum, mR,
 median/mean rank; translate-search when configured, on the queries `translate_queries` translated). With
 `retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
+
+With `--work`, each replicate keeps its training state in `<work>/<run>/seed-<seed>.pt` after every epoch: a run
+that is killed and rerun resumes from the last finished epoch (and returns a finished replicate's result at once);
+the states are removed once the outputs are in place.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, tags
 
 from common.errors import InputError
-from common.files import atomic_dir
+from common.files import atomic_dir, remove_stale_temporaries
 from common.runtime import Runtime
 from corpora.languages import Languages
 from mmtr.params import Params
@@ -49,15 +54,18 @@ def train_retrieval(
     out: str,
     metrics: str,
     runtime: Runtime,
+    work: str | None = None,
 ) -> dict[str, Any]:
     """Train and test every replicate of one run into the model folder ``out`` (the flow's parameters name this
-    final folder; the run writes a temporary one beside it, swapped in once every replicate is done)."""
+    final folder; the run writes a temporary one beside it, swapped in once every replicate is done). ``work``: where
+    the replicates' resumable training states live (none kept without it)."""
+    seeds = replicate_seeds(base_seed, config.replicates)
+    run = run_name(model, variant, role)
+    states = {seed: state_path(work, run, seed) for seed in seeds} if work is not None else {}
     with atomic_dir(out) as staged:
         pivot = all_languages.pivot
         languages = config.role(role, pivot)
-        seeds = replicate_seeds(base_seed, config.replicates)
         runs, history = [], []
-        run = run_name(model, variant, role)
         for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
             model_dir = str(staged) if seed == seeds[0] else str(staged / "replicates" / f"seed-{seed}")
             history_key = artifact_key(f"retrieval-history-{run}-seed-{seed}")
@@ -71,6 +79,7 @@ def train_retrieval(
                 runtime=runtime,
                 run=run,
                 history_key=history_key,
+                resume_state=str(states[seed]) if states else None,
             )
             print(best_epoch_line(run, seed, summary, config.train.epochs))
             history += summary["history"]
@@ -91,7 +100,24 @@ def train_retrieval(
                 )
             )
         write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
-        return write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
+        summary = write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
+    clear_states(states.values())
+    return summary
+
+
+def state_path(work: str, run: str, seed: int) -> Path:
+    """The resumable training state of replicate ``seed`` of ``run``."""
+    return Path(work) / run / f"seed-{seed}.pt"
+
+
+def clear_states(paths: Iterable[Path]) -> None:
+    """Remove the training states of a run whose outputs are in place (and what a write killed midway left beside
+    them), and their folder once it is empty."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+        remove_stale_temporaries(path)
+        with contextlib.suppress(OSError):  # another file in the folder: it stays
+            path.parent.rmdir()
 
 
 def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -> str:
@@ -119,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--role", required=True, help="language role (one of retrieval.roles)")
     for name in ("augmented", "store", "word_vectors", "queries", "out", "metrics"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--work", help="folder of the resumable training states (paths.work); default: none kept")
 
     def body(args: argparse.Namespace, params: Params) -> None:
         check_names(args.model, args.variant, args.role, params)
@@ -143,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.out,
                 args.metrics,
                 runtime,
+                args.work,
             )
 
     run_stage(parser, argv, body, data_parallel="flows.train_retrieval")

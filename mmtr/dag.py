@@ -535,7 +535,7 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
                         f"python -m flows.train_retrieval {p} --model {model} --variant {variant} --role {role} "
                         f"--augmented {paths.augmented} --store {target_store} --word_vectors {paths.word_vectors} "
                         f"--queries {paths.queries} --out {paths.models}/retrieval/{run} "
-                        f"--metrics {paths.metrics}/retrieval/{run}.json",
+                        f"--metrics {paths.metrics}/retrieval/{run}.json --work {paths.work}/train_retrieval",
                         (*captions, target_store, *word_vectors, paths.queries),
                         (
                             "seed",

@@ -9,11 +9,13 @@ becomes of a run's metrics and history (replicates combined, rows for tables) is
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -23,6 +25,7 @@ from common.distributed import is_writer
 from common.epoch_log import EpochLine
 from common.errors import InputError
 from common.runtime import Runtime
+from common.train_state import ResumePoint, fingerprint
 from corpora.prepared import read_caption_variant
 from features.store import FeatureStore
 from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
@@ -30,6 +33,7 @@ from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
 from retrieval.inference import EvaluationConfig, evaluate
+from retrieval.model import RetrievalModel
 from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
 from retrieval.train import FitResult, fit
@@ -92,10 +96,13 @@ def train_model(
     runtime: Runtime,
     on_epoch: Callable[[EpochLine], None] | None = None,
     label: str | None = None,
+    resume_state: Path | None = None,
 ) -> FitResult:
     """Train model ``name`` on the captions of the variant at ``captions_path`` that ``role`` keeps; select the
     epoch on the role's test languages; write the checkpoint ``out_dir/model`` (``model.safetensors`` + ``.json``).
     ``label`` starts each epoch's log line (default: ``<name> seed <seed>``); ``on_epoch`` gets each line.
+    ``resume_state``: the file the fit keeps its resumable state in (:func:`training_fingerprint` says which state
+    is this run's); the caller removes it once the run's outputs are in place.
 
     Raises:
         InputError: the role tests a language it has no training captions of in this variant.
@@ -135,6 +142,12 @@ def train_model(
         loss.kind,
         ", ".join(f"{type_name} {weight:g}" for type_name, weight in zip(train.type_names, weights, strict=True)),
     )
+    resume = None
+    if resume_state is not None:
+        identity = training_fingerprint(
+            config, name, model_config, role, seed, runtime, vocab, train, validation, store.meta, model
+        )
+        resume = ResumePoint(resume_state, identity)
     result = fit(
         model,
         train,
@@ -149,6 +162,7 @@ def train_model(
         eval_batch_size=config.evaluation.batch_size,
         name=label or f"{name} seed {seed}",
         on_epoch=on_epoch,
+        resume=resume,
     )
     if not is_writer():  # another data-parallel rank holds the same weights and writes them
         return result
@@ -177,6 +191,54 @@ def train_model(
         extra=extra,
     )
     return result
+
+
+def training_fingerprint(
+    config: RetrievalConfig,
+    name: str,
+    model_config: object,
+    role: ResolvedRole,
+    seed: int,
+    runtime: Runtime,
+    vocab: Vocabulary,
+    train: CaptionSet,
+    validation: Mapping[str, CaptionSet],
+    store_meta: Mapping[str, Any],
+    model: RetrievalModel,
+) -> str:
+    """What a training run depends on, for its resume state: the settings its stage tracks (schedule, loss,
+    vocabulary, caption kinds, validation scoring, the model and its config, role, seed, device type and precision),
+    the vocabulary's entries, the encoded training and validation captions, the feature store's meta.json and the
+    initial weights (which carry the word vectors)."""
+    settings = (config.train, config.objective, config.vocab, config.train_kinds, config.evaluation)
+    where = (runtime.torch_device().type, runtime.precision)
+    data = (vocab.languages, vocab.entries, _captions_sha256([train, *validation.values()]), dict(store_meta))
+    return fingerprint(settings, name, model_config, role, seed, where, data, _weights_sha256(model))
+
+
+def _captions_sha256(sets: Iterable[CaptionSet]) -> str:
+    digest = hashlib.sha256()
+    for captions in sets:
+        digest.update("\n".join((*captions.caption_ids, *captions.image_ids, *captions.type_names)).encode())
+        lengths = np.array([len(tokens) for tokens in captions.tokens], dtype=np.int64)  # where each caption ends
+        for array in (
+            lengths,
+            *captions.tokens,
+            captions.image_rows,
+            captions.langs,
+            captions.types,
+            captions.synthetic,
+        ):
+            digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _weights_sha256(model: torch.nn.Module) -> str:
+    digest = hashlib.sha256()
+    for key, tensor in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def training_rows(config: RetrievalConfig, role: ResolvedRole, captions_path: Path) -> list[dict[str, Any]]:

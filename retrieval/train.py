@@ -14,6 +14,10 @@ history, ``best_epoch`` and the checkpoint. Only the training loop and ``lr_deca
 
 Under torchrun (common/distributed.py) each rank encodes its share of every batch, the loss sees the gathered
 embeddings of the whole batch, and gradients are averaged: the same steps as one process on the same batch.
+
+Resumable (common/train_state.py): given a :class:`~common.train_state.ResumePoint`, the fit writes its state after
+the pre-training and after every epoch, and a rerun continues from there with the steps the uninterrupted run takes
+(the batch order is seeded per epoch, so the epoch number is the sampler's position).
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import torch
 from torch import Tensor
 
 from common.checks import check_fraction, check_positive, check_range
-from common.distributed import broadcast_parameters, reduce_gradients, share
+from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share
 from common.epoch_log import EpochLine, format_epoch, seconds_left
+from common.train_state import ResumePoint, restore_rng_state, rng_state
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
@@ -116,6 +121,7 @@ def fit(
     eval_batch_size: int = 256,
     name: str = "retrieval",
     on_epoch: Callable[[EpochLine], None] | None = None,
+    resume: ResumePoint | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
 
@@ -128,23 +134,50 @@ def fit(
         seed: Seeds the batch order, the c2c draws and torch's generator (initialisation, dropout).
         eval_batch_size: Items per encoding batch in validation.
         name: What trains (``san-mmt_f-all seed 0``): the start of each epoch's log line.
-        on_epoch: Called with each epoch's log line (progress reporting).
+        on_epoch: Called with each epoch's log line (progress reporting), after the epoch's state is saved.
+        resume: Where the state is saved after the pre-training and after every epoch, and resumed from when it
+            holds one of this run (a finished one returns its result and kept weights at once).
     """
     torch.manual_seed(seed)
     model.to(device)
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     rng = np.random.default_rng([seed, 1])
-    pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng, name=name)
+    state = resume.load() if resume is not None else None
+    if resume is not None and state is not None:
+        if state["finished"]:
+            model.load_state_dict(state["model"])
+            logger.info(
+                "%s: trained before (stopped after epoch %d of %d); its kept weights and result from %s",
+                name,
+                state["epoch"],
+                config.epochs,
+                resume.path,
+            )
+            return FitResult(**state["result"])
+        after = f"epoch {state['epoch']}" if state["epoch"] else "pre-training"
+        logger.info("%s: resuming after %s of %d from %s", name, after, config.epochs, resume.path)
+        model.load_state_dict(state["model"])
+        restore_rng_state(state["rng"], rng)
+    else:
+        pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng, name=name)
+        if model.pretrain_epochs() > 0:  # a kill in the epochs after it does not redo it
+            _save(resume, {"epoch": 0, "finished": False, "model": model.state_dict(), "rng": rng_state(rng)})
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=0, best_rsum=float("-inf"))
     best_state: dict[str, Tensor] | None = None
-    steps_total = max(1, config.epochs * len(sampler.batches(0)))
-    step = 0
+    start = 0
+    if state is not None and state["epoch"] > 0:  # after the pre-training state, the epochs start afresh
+        start = state["epoch"]
+        optimizer.load_state_dict(state["optimizer"])
+        result = FitResult(**state["result"])
+        best_state = state["best_state"]
+    per_epoch = len(sampler.batches(0))  # the same count every epoch
+    steps_total, step = max(1, config.epochs * per_epoch), start * per_epoch
     fit_started = time.perf_counter()
-    for epoch in range(config.epochs):  # counted from 0 here; from 1 (``number``) in what it writes
+    for epoch in range(start, config.epochs):  # counted from 0 here; from 1 (``number``) in what it writes
         number = epoch + 1
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, epoch)
@@ -205,7 +238,12 @@ def fit(
         if improved:
             result.best_epoch, result.best_rsum = number, rsum
             best_state = copy.deepcopy(model.state_dict())
-        elapsed = time.perf_counter() - fit_started
+        stopped = not improved and config.patience > 0 and number - result.best_epoch >= config.patience
+        finished = stopped or number == config.epochs
+        if finished and best_state is not None:
+            model.load_state_dict(best_state)
+        _save(resume, _epoch_state(number, finished, model, optimizer, rng, result, best_state))
+        elapsed, ran = time.perf_counter() - fit_started, number - start
         line = EpochLine(
             run=name,
             epoch=number,
@@ -215,18 +253,42 @@ def fit(
             scores={lang: float(m["rsum"]) for lang, m in metrics.items()},
             best=result.best_rsum,
             decimals=1,
-            seconds_per_epoch=elapsed / number,
-            seconds_left=seconds_left(elapsed, number, config.epochs),
+            seconds_per_epoch=elapsed / ran,
+            seconds_left=seconds_left(elapsed, ran, config.epochs - start),
             may_stop_early=config.patience > 0,
         )
         logger.info("%s", format_epoch(line))
         if on_epoch is not None:
             on_epoch(line)
-        if not improved and config.patience and number - result.best_epoch >= config.patience:
+        if finished:
             break
-    if best_state is not None:
-        model.load_state_dict(best_state)
     return result
+
+
+def _epoch_state(
+    number: int,
+    finished: bool,
+    model: RetrievalModel,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
+    result: FitResult,
+    best_state: dict[str, Tensor] | None,
+) -> dict[str, object]:
+    """What the epochs after ``number`` depend on; once ``finished``, the kept weights and the result only."""
+    state: dict[str, object] = {
+        "epoch": number,
+        "finished": finished,
+        "model": model.state_dict(),
+        "result": {"best_epoch": result.best_epoch, "best_rsum": result.best_rsum, "history": result.history},
+    }
+    if not finished:
+        state |= {"optimizer": optimizer.state_dict(), "rng": rng_state(rng), "best_state": best_state}
+    return state
+
+
+def _save(resume: ResumePoint | None, state: dict[str, object]) -> None:
+    if resume is not None and is_writer():  # the other data-parallel ranks hold the same state
+        resume.save(state)
 
 
 def _ranking_step(

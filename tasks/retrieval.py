@@ -55,11 +55,13 @@ def train_retrieval_model(
     runtime: Runtime,
     run: str,
     history_key: str,
+    resume_state: str | None = None,
 ) -> dict[str, Any]:
     """Train ``model_name`` on the variant at ``inputs.captions`` in ``role``; write the checkpoint
     ``out_dir/model`` (``model.safetensors`` + ``model.json``); return its summary (``best_epoch`` counted from 1,
     like the epochs of ``history``). While it trains, a progress artifact shows each epoch's log line (``run``: the
-    name it starts with); at the end the table artifact ``history_key`` holds every epoch."""
+    name it starts with); at the end the table artifact ``history_key`` holds every epoch. ``resume_state``: the
+    file that holds the training's state after every epoch, resumed from when the task is rerun."""
     label = f"{run} seed {seed}"
     progress = progress_artifact(f"{label}: starting", key=artifact_key(f"retrieval-progress-{run}-seed-{seed}"))
 
@@ -80,6 +82,7 @@ def train_retrieval_model(
         seed=seed,
         runtime=runtime,
         label=label,
+        resume_state=None if resume_state is None else Path(resume_state),
     )
     result = run_on_every_rank(call, here=functools.partial(call, on_epoch=on_epoch))
     rows = history_rows(result.history, seed)
