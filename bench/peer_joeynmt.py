@@ -1,7 +1,8 @@
 """A peer side by side: the text-only RegionalMMT against JoeyNMT's RNN attention model, on the same Multi30K text.
 
 What: both systems train on Multi30K task 1 (29,000 pairs, en->de by default) for the same wall time each
-(``--minutes``), one after the other, on this machine with the same thread count, and the bench reports their
+(``--minutes``), one after the other or at the same time (``--together``: the load of a shared machine then
+falls on both alike), on this machine with the same thread count, and the bench reports their
 training throughput (target tokens/s: non-PAD target positions, EOS included, over training time only) and
 their validation BLEU at checkpoints over time, scored by the project's own scorer (``mmt.metrics``, BLEU on
 lowercased Moses-tokenised text) on both outputs, and the BLEU reached within the budget.
@@ -23,9 +24,9 @@ tensorboard, pylint and datasets), so it lives in a virtual environment of its o
 bench/joeynmt_driver.py (JoeyNMT's ``train`` command plus timing lines):
 
     python3 -m venv .venv-joeynmt
-    .venv-joeynmt/bin/pip install torch==2.13.0 joeynmt==2.3.0
+    .venv-joeynmt/bin/pip install torch==2.13.0 joeynmt==2.3.0 importlib_metadata   # 2.3 imports it undeclared
 
-    python bench/peer_joeynmt.py --peer-python .venv-joeynmt/bin/python --minutes 10   # bench/results/peer_joeynmt.json
+    python bench/peer_joeynmt.py --peer-python .venv-joeynmt/bin/python --together   # bench/results/peer_joeynmt.json
     python bench/peer_joeynmt.py --small                           # 1 minute each on 2,000 pairs (the project alone
                                                                    # without --peer-python)
     python bench/peer_joeynmt.py --markdown bench/results/peer_joeynmt.json --into docs/translation.md
@@ -436,24 +437,26 @@ def _system(
 def markdown(record: dict[str, Any]) -> str:
     """The run as a Markdown table, with a line saying where and how it ran."""
     sizes, load = record["sizes"], record["load_average"]
+    cores = f" of {record['cpus']} CPU cores" if record.get("cpus") else ""
     lines = [
         f"Run of {record['created']}: Multi30K task 1 {record['src']}->{record['tgt']}, {sizes['train_pairs']:,} "
         f"training pairs, {sizes['minutes']:g} min of wall time each "
         f"({'at the same time' if record.get('together') else 'one after the other'}), {sizes['threads']} threads "
-        f"each, torch {record['torch']}; BPE {sizes['vocab']:,} per side, emb {sizes['emb']}, "
+        f"each{cores}, torch {record['torch']}; BPE {sizes['vocab']:,} per side, emb {sizes['emb']}, "
         f"hidden {sizes['hidden']}, batch {sizes['batch']}, Adam {sizes['lr']:g}; "
         f"load average {load['start'][0]:.2f} at the start, "
         f"{load['end'][0]:.2f} at the end.",
         "",
-        "| system | steps | target tokens/s (training) | PAD in target batches | val BLEU at budget "
-        "| val BLEU over time (min: BLEU) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| system | steps | target tokens/s (training) | PAD in target batches | target positions/s (tokens + PAD) "
+        "| val BLEU at budget | val BLEU over time (min: BLEU) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for system in record["systems"]:
         over_time = ", ".join(f"{item['minutes']:.1f}: {item['bleu']:.2f}" for item in system["validations"])
         bleu = system["bleu_at_budget"]
         lines.append(
             f"| {system['name']} | {system['steps']:,} | {system['tokens_per_s']:,.0f} | {system['padding']:.0%} | "
+            f"{system['tokens_per_s'] / (1 - system['padding']):,.0f} | "
             f"{'-' if bleu is None else f'{bleu:.2f}'} | {over_time or '-'} |"
         )
     return "\n".join(lines) + "\n"
@@ -554,6 +557,7 @@ def main(argv: list[str] | None = None) -> None:
         "together": args.together,
         "torch": torch.__version__,
         "sizes": asdict(sizes),
+        "cpus": os.cpu_count(),
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "systems": systems,
     }
