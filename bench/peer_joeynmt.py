@@ -290,6 +290,12 @@ def joeynmt_config(sizes: Sizes, *, data_dir: Path, model_dir: Path, src: str, t
     }
 
 
+def write_joeynmt_config(path: Path, sizes: Sizes, *, data_dir: Path, model_dir: Path, src: str, tgt: str) -> None:
+    """:func:`joeynmt_config` as the YAML file JoeyNMT reads."""
+    config = joeynmt_config(sizes, data_dir=data_dir, model_dir=model_dir, src=src, tgt=tgt)
+    write_text(path, yaml.safe_dump(config, sort_keys=False))
+
+
 def logging_every(validate_every: int) -> int:
     """JoeyNMT's logging interval (its training-time figures come with each log): at most 10 steps, below the
     validation interval and dividing it, as JoeyNMT requires."""
@@ -332,8 +338,7 @@ class PeerRun:
         data_dir, self.model_dir = work / "peer-data", work / "peer-model"
         write_peer_data(segmented, data_dir, src, tgt)
         config_path = work / "peer.yaml"
-        config = joeynmt_config(sizes, data_dir=data_dir, model_dir=self.model_dir, src=src, tgt=tgt)
-        write_text(config_path, yaml.safe_dump(config, sort_keys=False))
+        write_joeynmt_config(config_path, sizes, data_dir=data_dir, model_dir=self.model_dir, src=src, tgt=tgt)
         env = {**os.environ, "OMP_NUM_THREADS": str(sizes.threads), "MKL_NUM_THREADS": str(sizes.threads)}
         self.process = subprocess.Popen(
             [str(peer_python), str(DRIVER), str(config_path), str(sizes.threads)],

@@ -77,8 +77,11 @@ def test_project_side_of_a_small_run(bench: ModuleType, data: Path, tmp_path: Pa
 
 def test_joeynmt_config_asks_for_the_sizes_given(bench: ModuleType, tmp_path: Path) -> None:
     given = sizes(bench, emb=256, hidden=512, dropout=0.3, batch=64, lr=4e-4, validate_every=250)
-    config = bench.joeynmt_config(given, data_dir=tmp_path / "data", model_dir=tmp_path / "model", src="en", tgt="de")
-    parsed = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))  # what the driver hands JoeyNMT
+    path = tmp_path / "peer.yaml"
+    bench.write_joeynmt_config(
+        path, given, data_dir=tmp_path / "data", model_dir=tmp_path / "model", src="en", tgt="de"
+    )
+    parsed = yaml.safe_load(path.read_text(encoding="utf-8"))  # what the driver hands JoeyNMT
     model, training, testing = parsed["model"], parsed["training"], parsed["testing"]
     for part in ("encoder", "decoder"):
         assert model[part]["type"] == "recurrent" and model[part]["rnn_type"] == "lstm"
