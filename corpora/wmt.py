@@ -4,6 +4,8 @@ Layout: ``<root>/<src>-<tgt>/<stem>.<lang>`` with one sentence per line, plain o
 set ``<stem>.<lang>.sgm`` (see :mod:`corpora.sgm`). A split is optional: when neither side has a file for
 its stem the split is left out, but one side without the other is an error. Sentences are kept in file
 order, stripped of surrounding whitespace; Moses escapes in plain files (``&apos;``) are kept as written.
+Plain and ``.gz`` files are streamed: :func:`write_parallel_pair` writes a WMT-size pair's table in row groups
+without holding its sentences.
 """
 
 from __future__ import annotations
