@@ -354,21 +354,37 @@ def _commit() -> str | None:
 
 
 def extrapolated(record: dict[str, Any], step: str, key: str, target: int) -> float | None:
-    """``key`` of ``step`` at ``target`` pairs, linear through the two largest runs; None with fewer than two.
+    """``key`` of ``step`` at ``target`` pairs from the two largest runs; None with fewer than two.
 
-    Subword training reads a sample of at most ``settings.sample`` pairs, so beyond it only the pass over the corpus
-    grows (its time by the growth of ``sample_scan_s``; its memory not at all)."""
+    A step grows linearly through the two runs, except where part of it does not depend on the corpus. Subword
+    training reads a sample of at most ``settings.sample`` pairs, so beyond it only the pass over the corpus grows
+    (time by the growth of ``sample_scan_s``, memory not at all). In the train step only checking the examples and
+    planning the epoch read the whole corpus (time by the growth of ``check_examples_s`` + ``plan_epoch_s``), and
+    of its memory only the encoded store grows with it (by the growth of the encode step's ``store_mib``); the
+    model's steps depend on the batch."""
     runs = sorted(record["runs"], key=lambda run: run["pairs"])[-2:]
     if len(runs) < 2:
         return None
-    (low, lo), (high, hi) = ((run["pairs"], run["steps"][step]) for run in runs)
-    sample = record["settings"]["sample"]
-    if step == "subword" and high >= sample:
+    low, high = runs[0]["pairs"], runs[1]["pairs"]
+    lo, hi = runs[0]["steps"], runs[1]["steps"]
+
+    def grown(value: float, low_part: float, high_part: float) -> float:
+        return float(value + (high_part - low_part) / (high - low) * (target - high))
+
+    def part(steps: dict[str, Any], names: tuple[str, ...], source: str) -> float:
+        return float(sum(steps[source]["figures"][name] for name in names))
+
+    if step == "subword" and high >= record["settings"]["sample"]:
         if key != "seconds":
-            return float(hi[key])
-        low_scan, high_scan = lo["figures"]["sample_scan_s"], hi["figures"]["sample_scan_s"]
-        return float(hi[key] + (high_scan - low_scan) / (high - low) * (target - high))
-    return float(hi[key] + (hi[key] - lo[key]) / (high - low) * (target - high))
+            return float(hi[step][key])
+        names = ("sample_scan_s",)
+        return grown(hi[step][key], part(lo, names, step), part(hi, names, step))
+    if step == "train":
+        names, source = (
+            (("check_examples_s", "plan_epoch_s"), "train") if key == "seconds" else (("store_mib",), "encode")
+        )
+        return grown(hi[step][key], part(lo, names, source), part(hi, names, source))
+    return grown(hi[step][key], lo[step][key], hi[step][key])
 
 
 def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:

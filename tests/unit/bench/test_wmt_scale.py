@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parents[3]
 BENCH = REPO / "bench"
 ENCODE = {"mean_src_ids": 30.0, "mean_tgt_ids": 33.0}
 TRAIN = {
-    "check_examples_s": 1.0,
     "plan_epoch_s": 0.1,
     "batches_per_epoch": 10,
     "collate_ms_per_batch": 1.0,
@@ -48,7 +47,7 @@ def _record(sample: int) -> dict[str, Any]:
                 "prepare": _step(10 * scale, 150, row_groups=scale, parquet_mib=2.0),
                 "subword": _step(100 * scale, 300 * scale, sampled_pairs=min(pairs, sample), sample_scan_s=2 * scale),
                 "encode": _step(50 * scale, 200 + 100 * scale, store_mib=scale, id_dtype="uint16", **ENCODE),
-                "train": _step(20, 1000 + 10 * scale, **TRAIN),
+                "train": _step(20, 1000 + 10 * scale, check_examples_s=scale, **TRAIN),
             },
         }
 
@@ -82,6 +81,18 @@ def test_a_capped_sample_grows_only_by_the_pass_over_the_corpus(wmt_scale: Modul
     assert "| subword | 100 / 300 | 1,000 / 3,000 | 1,070 / 3,000 |" in table
     assert "| encode | 50 / 300 | 500 / 1,200 | 2,250 / 4,700 |" in table
     assert "load average 1.0 at the start, 2.0 at the end" in table
+
+
+def test_the_train_step_grows_by_its_corpus_passes_and_the_store(wmt_scale: ModuleType) -> None:
+    record = _record(sample=200_000)
+    # 20 s in both runs, but checking the examples grew 1 -> 10 s: 20 + 9/900k * 3.5M = 55 s; memory grows by the
+    # encoded store (1 -> 10 MiB), not by the model's steps: 1100 + 9/900k * 3.5M = 1135 MiB
+    assert wmt_scale.extrapolated(record, "train", "seconds", 4_500_000) == pytest.approx(55.0)
+    assert wmt_scale.extrapolated(record, "train", "peak_tree_rss_mib", 4_500_000) == pytest.approx(1135.0)
+    assert "| train | 20 / 1,010 | 20 / 1,100 | 55 / 1,135 |" in wmt_scale.markdown(record)
+    record["runs"] = record["runs"][:1]
+    assert wmt_scale.extrapolated(record, "train", "seconds", 4_500_000) is None
+    assert "extrapolated" not in wmt_scale.markdown(record)
 
 
 def test_the_table_goes_between_the_markers(wmt_scale: ModuleType, tmp_path: Path) -> None:
