@@ -265,6 +265,62 @@ def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> li
     return decoded
 
 
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain or ``.gz``) one at a time, with the checks of :func:`read_lines`
+    (no empty line), in memory flat in the file's size.
+
+    Raises:
+        InputError: as :func:`read_lines`; a damaged gzip stream is reported when the reading reaches it.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: file not found")
+    opened = gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb")  # noqa: SIM115
+    with opened as stream:
+        number = 0
+        try:
+            for line in stream:
+                number += 1
+                yield _decoded_line(source, number, line)
+        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError; a cut stream an EOFError
+            raise InputError(f"{source}: not a valid gzip file ({error})") from None
+
+
+def _decoded_line(source: Path, number: int, line: bytes) -> str:
+    if number == 1:
+        line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is no part of the first line
+    line = line.removesuffix(b"\n")
+    try:
+        text = line.decode("utf-8").removesuffix("\r")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{source}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
+        ) from None
+    if not text.strip():
+        raise InputError(f"{source}:{number}: empty line (every line must hold one sentence)")
+    return text
+
+
+def iter_parallel_lines(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """Aligned lines of two files, streamed (:func:`iter_lines`); a line-count mismatch, found where the shorter
+    file ends, reads the longer one to its end to name both files and both counts as :func:`read_parallel_lines`."""
+    src, tgt = iter_lines(src_path), iter_lines(tgt_path)
+    count = 0
+    while (src_line := next(src, None)) is not None:
+        tgt_line = next(tgt, None)
+        if tgt_line is None:
+            src_count, tgt_count = count + 1 + sum(1 for _ in src), count
+            break
+        count += 1
+        yield src_line, tgt_line
+    else:
+        src_count, tgt_count = count, count + sum(1 for _ in tgt)
+    if src_count != tgt_count:
+        raise InputError(
+            f"parallel files differ in length: {src_path} has {src_count} lines, {tgt_path} has {tgt_count} lines"
+        )
+
+
 def read_parallel_lines(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     """Read two line-aligned files; a line-count mismatch names both files and both counts."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)

@@ -4,23 +4,27 @@ Layout: ``<root>/<src>-<tgt>/<stem>.<lang>`` with one sentence per line, plain o
 set ``<stem>.<lang>.sgm`` (see :mod:`corpora.sgm`). A split is optional: when neither side has a file for
 its stem the split is left out, but one side without the other is an error. Sentences are kept in file
 order, stripped of surrounding whitespace; Moses escapes in plain files (``&apos;``) are kept as written.
+Plain and ``.gz`` files are streamed: :func:`write_parallel_pair` writes a WMT-size pair's table in row groups
+without holding its sentences.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from common.errors import InputError
-from common.files import read_parallel_lines
+from common.files import atomic_path, iter_parallel_lines, read_parallel_lines, remove_stale_temporaries
 from corpora.languages import check_language
 from corpora.sgm import read_sgm_pair
-from corpora.tables import SPLITS, check_split_keys, parallel_table
+from corpora.tables import PARALLEL_SCHEMA, SPLITS, check_split_keys, parallel_table
 
 SUFFIXES = ("", ".gz", ".sgm")
+BATCH_ROWS = 100_000  # rows per Parquet row group when a pair is streamed to its table
 
 
 @dataclass(frozen=True)
@@ -67,28 +71,77 @@ def read_parallel_corpus(
 
 def _read_pair_folder(folder: Path, src: str, tgt: str, splits: Mapping[str, str]) -> pa.Table:
     columns: dict[str, list[str]] = {"split": [], "src": [], "tgt": []}
-    for split in [split for split in SPLITS if split in splits]:
-        texts = _read_split(folder, splits[split], src, tgt)
-        if texts is None:
-            continue
-        columns["split"] += [split] * len(texts[0])
-        columns["src"] += texts[0]
-        columns["tgt"] += texts[1]
-    if not columns["split"]:
-        stems = sorted(set(splits.values()))
-        raise InputError(f"{folder}: no parallel files for stems {stems} (expected <stem>.{src} and <stem>.{tgt})")
+    for split, src_text, tgt_text in iter_pair_rows(folder, src, tgt, splits):
+        columns["split"].append(split)
+        columns["src"].append(src_text)
+        columns["tgt"].append(tgt_text)
     return parallel_table(columns)
 
 
-def _read_split(folder: Path, stem: str, src: str, tgt: str) -> tuple[list[str], list[str]] | None:
-    """The split's (src, tgt) sentences, or None when neither side has a file."""
+def iter_pair_rows(folder: Path, src: str, tgt: str, splits: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """The (split, src, tgt) rows of one pair folder in train, val, test order, plain and ``.gz`` files streamed
+    line by line (``.sgm`` test sets are read whole). Every split's files are found before the first row.
+
+    Raises:
+        InputError: as :func:`read_parallel_corpus`.
+    """
+    present = {
+        split: paths for split in SPLITS if split in splits and (paths := _split_files(folder, splits[split], src, tgt))
+    }
+    if not present:
+        stems = sorted(set(splits.values()))
+        raise InputError(f"{folder}: no parallel files for stems {stems} (expected <stem>.{src} and <stem>.{tgt})")
+    for split, (src_path, tgt_path) in present.items():
+        for src_text, tgt_text in _iter_pair(src_path, tgt_path):
+            yield split, src_text, tgt_text
+
+
+def write_parallel_pair(
+    root: Path, *, pair: tuple[str, str], splits: Mapping[str, str], out: Path, batch_rows: int = BATCH_ROWS
+) -> dict[str, int]:
+    """Stream one pair's split files into the Parquet table ``out`` (columns split, src, tgt), ``batch_rows`` rows
+    per row group, so memory stays flat in the corpus size; written atomically (the temporary file a killed run
+    left beside it is removed first). Below ``batch_rows`` rows the file is the one :func:`read_parallel_corpus`
+    and :func:`corpora.prepared.write_parallel_table` write.
+
+    Returns:
+        Split -> sentence pairs written, in train, val, test order.
+
+    Raises:
+        InputError: as :func:`read_parallel_corpus`.
+    """
+    src, tgt = pair
+    check_language(src, where="parallel pairs")
+    check_language(tgt, where="parallel pairs")
+    if not splits or any(split not in SPLITS for split in splits):
+        raise InputError(f"parallel splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
+    rows = iter_pair_rows(Path(root) / f"{src}-{tgt}", src, tgt, splits)
+    counts: dict[str, int] = {}
+    remove_stale_temporaries(Path(out))
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, PARALLEL_SCHEMA, compression="zstd") as writer:
+        columns: dict[str, list[str]] = {"split": [], "src": [], "tgt": []}
+        for split, src_text, tgt_text in rows:  # never blank: the readers reject blank lines and segments
+            columns["split"].append(split)
+            columns["src"].append(src_text)
+            columns["tgt"].append(tgt_text)
+            counts[split] = counts.get(split, 0) + 1
+            if len(columns["split"]) == batch_rows:
+                writer.write_table(pa.table(columns, schema=PARALLEL_SCHEMA))
+                columns = {name: [] for name in columns}
+        if columns["split"]:
+            writer.write_table(pa.table(columns, schema=PARALLEL_SCHEMA))
+    return counts
+
+
+def _split_files(folder: Path, stem: str, src: str, tgt: str) -> tuple[Path, Path] | None:
+    """The split's (src, tgt) files, or None when neither side has a file."""
     src_path, tgt_path = _side_file(folder, stem, src), _side_file(folder, stem, tgt)
     if src_path is None and tgt_path is None:
         return None
     if src_path is None or tgt_path is None:
         missing, present = (src, tgt_path) if src_path is None else (tgt, src_path)
         raise InputError(f"{folder / f'{stem}.{missing}'}: file not found (nor .gz/.sgm), but {present} exists")
-    return read_pair(src_path, tgt_path)
+    return src_path, tgt_path
 
 
 def _side_file(folder: Path, stem: str, lang: str) -> Path | None:
@@ -96,6 +149,15 @@ def _side_file(folder: Path, stem: str, lang: str) -> Path | None:
     if len(present) > 1:
         raise InputError(f"{folder}: {[path.name for path in present]} are the same side twice; keep one")
     return present[0] if present else None
+
+
+def _iter_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """Aligned, stripped sentences of two files: both ``.sgm`` (read whole) or both line-aligned text (streamed)."""
+    if src_path.suffix == ".sgm" or tgt_path.suffix == ".sgm":
+        yield from zip(*read_pair(src_path, tgt_path), strict=True)
+        return
+    for src_line, tgt_line in iter_parallel_lines(src_path, tgt_path):
+        yield src_line.strip(), tgt_line.strip()
 
 
 def read_pair(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:

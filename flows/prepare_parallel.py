@@ -1,5 +1,6 @@
 """Stage `prepare_parallel@<target>`: one language pair of the text-only parallel corpus (WMT style) that pre-trains
-that pair's MMT, as a table (one stage per pair: adding a target language leaves the other pairs' tables alone)."""
+that pair's MMT, as a table (one stage per pair: adding a target language leaves the other pairs' tables alone),
+streamed line by line into Parquet row groups so that a WMT-size corpus never sits in memory whole."""
 
 from __future__ import annotations
 
@@ -8,21 +9,18 @@ from collections.abc import Sequence
 
 from prefect import flow, tags
 
-from corpora.prepared import count_parallel
 from corpora.wmt import ParallelConfig
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
 from tasks import artifact_key
-from tasks.data import publish_counts, read_parallel_pair, write_parallel_pair
+from tasks.data import prepare_parallel_pair, publish_counts
 
 
 @flow(name="prepare_parallel", log_prints=True, persist_result=False)
 def prepare_parallel(
     config: ParallelConfig, pivot: str, target: str, parallel: str, out: str
 ) -> list[dict[str, object]]:
-    table = read_parallel_pair(config, pivot, target, parallel)
-    write_parallel_pair(table, out)
-    counts = count_parallel({f"{pivot}-{target}": table})
+    counts = prepare_parallel_pair(config, pivot, target, parallel, out)
     publish_counts(counts, key=artifact_key(f"prepare-parallel-{target}"), description="Parallel sentence pairs")
     return counts
 

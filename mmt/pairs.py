@@ -6,9 +6,9 @@ testing read the translation captions (Multi30K task 1 style) of the same images
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -16,10 +16,9 @@ from common.errors import InputError
 from corpora.prepared import Corpus
 from corpora.tables import SPLITS
 from features.store import FeatureStore
+from mmt.encoded import EncodedPairs, encode_pairs
 from mmt.text import TextPipeline
-from mmt.train import Example
-
-logger = logging.getLogger(__name__)
+from mmt.text_workers import CHUNK_SENTENCES
 
 
 @dataclass(frozen=True)
@@ -109,17 +108,14 @@ def contrastive_items(table: pa.Table, src: str, tgt: str) -> list[ContrastiveIt
     ]
 
 
-def examples(text: TextPipeline, pairs: Pairs, store: FeatureStore | None) -> list[Example]:
-    """Training examples of ``pairs``: subword ids, and the image's row in ``store`` when one is given."""
-    sources, targets = text.encode_source(pairs.src), text.encode_target(pairs.tgt)
-    if sources.truncated or targets.truncated:
-        logger.warning(
-            "Truncated %d source and %d target sentences to %d subwords",
-            sources.truncated,
-            targets.truncated,
-            text.config.max_len,
-        )
-    rows: list[int | None] = [None] * len(pairs.src)
+def examples(text: TextPipeline, pairs: Pairs, store: FeatureStore | None) -> EncodedPairs:
+    """Training examples of ``pairs``: subword ids (encoded in chunks over ``text.threads`` processes, held in flat
+    arrays), and the image's row in ``store`` when one is given."""
+    rows = None
     if store is not None and pairs.image_ids is not None:
-        rows = [int(row) for row in store.rows(pairs.image_ids)]
-    return [Example(tuple(src), tuple(tgt), row) for src, tgt, row in zip(sources.ids, targets.ids, rows, strict=True)]
+        rows = np.asarray(store.rows(pairs.image_ids), dtype=np.int64)
+    size = CHUNK_SENTENCES
+    chunks = (
+        (pairs.src[start : start + size], pairs.tgt[start : start + size]) for start in range(0, len(pairs.src), size)
+    )
+    return encode_pairs(text, chunks, threads=text.threads, image_rows=rows)

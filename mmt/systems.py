@@ -122,7 +122,7 @@ def pretrain(
     on_validation: ValidationCallback | None = None,
 ) -> float:
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
-    text = TextPipeline.load(model_dir)
+    text = TextPipeline.load(model_dir, threads=config.text.threads)  # the corpus is encoded over these processes
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
     return fit_system(

@@ -23,6 +23,7 @@ from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 from common.checks import check_range
 from common.errors import InputError
 from common.files import atomic_path, final_path, read_json, write_text
+from mmt.sample import reservoir_sample
 
 logger = logging.getLogger(__name__)
 
@@ -82,15 +83,17 @@ class SubwordVocab:
             raise InputError(f"{where}: special ids are {specials}, expected (0, 1, 2, 3) for pad/unk/bos/eos")
 
     @classmethod
-    def train(cls, texts: Iterable[str], model_prefix: Path, vocab_size: int, *, seed: int) -> SubwordVocab:
-        """Train a BPE model on ``texts`` and write it to ``{model_prefix}.model``.
+    def train(
+        cls, texts: Iterable[str], model_prefix: Path, vocab_size: int, *, seed: int, threads: int = 1
+    ) -> SubwordVocab:
+        """Train a BPE model on ``texts`` with ``threads`` threads and write it to ``{model_prefix}.model``.
 
         Training is deterministic (see :func:`train_sentencepiece`, which also explains the fallback when
         the corpus is too small for ``vocab_size``). Identity normalization: Moses already normalised the
         text, and NFKC would rewrite characters and break ``decode(encode(x)) == x``.
         """
         where = f"{final_path(model_prefix)}.model"  # a stage writes into a staging folder: name the final file
-        proto = train_sentencepiece(list(texts), vocab_size=vocab_size, seed=seed, where=where)
+        proto = train_sentencepiece(list(texts), vocab_size=vocab_size, seed=seed, where=where, num_threads=threads)
         vocab = cls(proto)
         vocab.save(Path(f"{model_prefix}.model"))
         return vocab
@@ -139,12 +142,15 @@ def train_sentencepiece(
     model_type: str = "bpe",
     normalization: str = "identity",
     special_ids: tuple[int, int, int, int] = (PAD_ID, UNK_ID, BOS_ID, EOS_ID),
+    num_threads: int = 1,
 ) -> bytes:
     """Train a sentencepiece model in memory, deterministically, and return its serialized bytes.
 
-    Every sentence is read in order, on one thread, with a fixed seed. If the corpus cannot fill
-    ``vocab_size`` pieces, training is repeated with the largest size sentencepiece reports as
-    possible, and a warning naming ``where`` says so.
+    Every sentence is read in order (a sample is the caller's: :func:`mmt.sample.reservoir_sample`), with a
+    fixed seed. The pieces and their scores are the same for any ``num_threads``, but the model records the
+    thread count it was trained with, so its bytes (and the hash of :meth:`TextPipeline.identity`) are the same
+    for the same data and thread count. If the corpus cannot fill ``vocab_size`` pieces, training is repeated
+    with the largest size sentencepiece reports as possible, and a warning naming ``where`` says so.
 
     Args:
         sentences: Training text; blank lines are skipped.
@@ -154,6 +160,7 @@ def train_sentencepiece(
         model_type: ``"bpe"`` or ``"unigram"``.
         normalization: sentencepiece normalization rule (``"identity"`` keeps text as given).
         special_ids: Ids of pad, unk, bos and eos (-1 leaves a special out).
+        num_threads: sentencepiece's training threads.
 
     Raises:
         InputError: no non-empty sentence to train on.
@@ -162,14 +169,14 @@ def train_sentencepiece(
     if not kept:
         raise InputError(f"{where}: no non-empty training sentences for the subword model")
     try:
-        return _run_trainer(kept, vocab_size, seed, model_type, normalization, special_ids)
+        return _run_trainer(kept, vocab_size, seed, model_type, normalization, special_ids, num_threads)
     except RuntimeError as error:
         match = _VOCAB_TOO_HIGH.search(str(error))
         if match is None:
             raise
         largest = int(match.group(1))
         logger.warning("%s: corpus too small for %d subwords; using %d", where, vocab_size, largest)
-        return _run_trainer(kept, largest, seed, model_type, normalization, special_ids)
+        return _run_trainer(kept, largest, seed, model_type, normalization, special_ids, num_threads)
 
 
 def _run_trainer(
@@ -179,6 +186,7 @@ def _run_trainer(
     model_type: str,
     normalization: str,
     special_ids: tuple[int, int, int, int],
+    num_threads: int,
 ) -> bytes:
     spm.set_random_generator_seed(seed)
     writer = io.BytesIO()
@@ -195,9 +203,9 @@ def _run_trainer(
         byte_fallback=False,
         character_coverage=1.0,
         normalization_rule_name=normalization,
-        input_sentence_size=0,  # every sentence, in order (no sampling)
+        input_sentence_size=0,  # every sentence given, in order (sentencepiece's own sampling is not seeded by us)
         shuffle_input_sentence=False,
-        num_threads=1,
+        num_threads=num_threads,
         minloglevel=2,
     )
     return writer.getvalue()
@@ -227,16 +235,24 @@ class SubwordConfig:
         vocab_size: BPE vocabulary per language (or joint).
         joint: One BPE vocabulary for both languages of a pair.
         max_len: Subwords per sentence, EOS included; longer ones are truncated (and counted).
+        sample_sentences: Sentence pairs the subword models are trained on: a seeded uniform sample of the training
+            text, in corpus order, when it holds more (a WMT-size corpus); all of it, as it is, otherwise.
+        threads: Processes that Moses-tokenise and encode a large corpus (the results do not depend on it) and
+            sentencepiece's training threads (the pieces do not depend on it; the model file records it).
     """
 
     lowercase: bool = False
     vocab_size: int = 8000
     joint: bool = False
     max_len: int = 100
+    sample_sentences: int = 1_000_000
+    threads: int = 1
 
     def __post_init__(self) -> None:
         check_range("vocab_size", self.vocab_size, 50, 200_000)
         check_range("max_len", self.max_len, 4, 1000)
+        check_range("sample_sentences", self.sample_sentences, 1000, 100_000_000)
+        check_range("threads", self.threads, 1, 256)
 
 
 @dataclass(frozen=True)
@@ -265,7 +281,9 @@ class TextConfig:
 class TextPipeline:
     """Moses + subword processing for one language pair (source -> ids, ids -> target text)."""
 
-    def __init__(self, config: TextConfig, src_vocab: SubwordVocab, tgt_vocab: SubwordVocab) -> None:
+    def __init__(
+        self, config: TextConfig, src_vocab: SubwordVocab, tgt_vocab: SubwordVocab, *, threads: int = 1
+    ) -> None:
         if config.max_len < 2:
             raise ValueError(f"max_len must be at least 2 (one subword and EOS), got {config.max_len}")
         sizes = (src_vocab.size, tgt_vocab.size)
@@ -275,6 +293,7 @@ class TextPipeline:
                 f"the subword models have {sizes[0]}/{sizes[1]}"
             )
         self.config = config
+        self.threads = threads  # processes encoding a large corpus (mmt.encoded); not saved: it changes no id
         self.src_vocab = src_vocab
         self.tgt_vocab = tgt_vocab
         self.src_text = MosesText(config.src_lang, config.lowercase)
@@ -292,8 +311,8 @@ class TextPipeline:
     @classmethod
     def train(
         cls,
-        src_texts: Sequence[str],
-        tgt_texts: Sequence[str],
+        src_texts: Iterable[str],
+        tgt_texts: Iterable[str],
         *,
         src_lang: str,
         tgt_lang: str,
@@ -301,17 +320,29 @@ class TextPipeline:
         out_dir: Path,
         seed: int,
     ) -> TextPipeline:
-        """Train the subword vocabularies on Moses-processed text and save the pipeline in ``out_dir``."""
-        lowercase, vocab_size = config.lowercase, config.vocab_size
-        src_tok = [MosesText(src_lang, lowercase).preprocess(text) for text in src_texts]
-        tgt_tok = [MosesText(tgt_lang, lowercase).preprocess(text) for text in tgt_texts]
+        """Train the subword vocabularies on Moses-processed text and save the pipeline in ``out_dir``.
+
+        The texts are read once, as a stream: at most ``config.sample_sentences`` pairs are kept (a seeded
+        reservoir sample in corpus order, :func:`mmt.sample.reservoir_sample`) and only those are tokenised, over
+        ``config.threads`` processes. A corpus no larger than the sample is used whole, as it is.
+        """
+        from mmt.text_workers import tokenise  # here: mmt.text_workers imports this module
+
+        lowercase, vocab_size, threads = config.lowercase, config.vocab_size, config.threads
+        sample = reservoir_sample(zip(src_texts, tgt_texts, strict=True), config.sample_sentences, seed=seed)
+        if sample.total > len(sample.items):
+            logger.info("Subword models: a sample of %d of %d sentence pairs", len(sample.items), sample.total)
+        src_tok = tokenise([src for src, _ in sample.items], lang=src_lang, lowercase=lowercase, threads=threads)
+        tgt_tok = tokenise([tgt for _, tgt in sample.items], lang=tgt_lang, lowercase=lowercase, threads=threads)
+        del sample
         if config.joint:
-            src_vocab = tgt_vocab = SubwordVocab.train([*src_tok, *tgt_tok], out_dir / "joint", vocab_size, seed=seed)
+            joint = [*src_tok, *tgt_tok]
+            src_vocab = tgt_vocab = SubwordVocab.train(joint, out_dir / "joint", vocab_size, seed=seed, threads=threads)
         else:
-            src_vocab = SubwordVocab.train(src_tok, out_dir / "src", vocab_size, seed=seed)
-            tgt_vocab = SubwordVocab.train(tgt_tok, out_dir / "tgt", vocab_size, seed=seed)
+            src_vocab = SubwordVocab.train(src_tok, out_dir / "src", vocab_size, seed=seed, threads=threads)
+            tgt_vocab = SubwordVocab.train(tgt_tok, out_dir / "tgt", vocab_size, seed=seed, threads=threads)
         saved = TextConfig(src_lang, tgt_lang, lowercase, config.joint, config.max_len, src_vocab.size, tgt_vocab.size)
-        pipeline = cls(saved, src_vocab, tgt_vocab)
+        pipeline = cls(saved, src_vocab, tgt_vocab, threads=threads)
         pipeline.save(out_dir)
         return pipeline
 
@@ -362,8 +393,8 @@ class TextPipeline:
         write_text(out_dir / "text.json", json.dumps(asdict(self.config), indent=2, sort_keys=True) + "\n")
 
     @classmethod
-    def load(cls, out_dir: Path) -> TextPipeline:
-        """Read a pipeline written by :meth:`save`."""
+    def load(cls, out_dir: Path, *, threads: int = 1) -> TextPipeline:
+        """Read a pipeline written by :meth:`save` (``threads``: processes that encode a large corpus)."""
         config_path = out_dir / "text.json"
         if not config_path.is_file():
             raise InputError(f"{config_path}: not found (expected the text pipeline written by TextPipeline.save)")
@@ -375,4 +406,4 @@ class TextPipeline:
             src_vocab = tgt_vocab = SubwordVocab.load(out_dir / "joint.model")
         else:
             src_vocab, tgt_vocab = SubwordVocab.load(out_dir / "src.model"), SubwordVocab.load(out_dir / "tgt.model")
-        return cls(config, src_vocab, tgt_vocab)
+        return cls(config, src_vocab, tgt_vocab, threads=threads)

@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -139,16 +140,30 @@ def check_examples(examples: Sequence[Example], shape: MMTShape, *, with_regions
             raise ValueError(f"training example {index}: {problem}: {example}")
 
 
+@runtime_checkable
+class KnownLengths(Protocol):
+    """Examples that give their lengths without being built (:class:`mmt.encoded.EncodedPairs`)."""
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+
 def length_batches(
     examples: Sequence[Example], *, batch_size: int, sort_chunk: int, rng: np.random.Generator
 ) -> list[list[int]]:
-    """One epoch of batches (example indices): shuffle, sort chunks of ``sort_chunk`` batches by length, cut."""
-    order = rng.permutation(len(examples)).tolist()
+    """One epoch of batches (example indices): shuffle, sort chunks of ``sort_chunk`` batches by length (source,
+    then target; a stable sort, so ties keep the shuffled order), cut."""
+    if isinstance(examples, KnownLengths):
+        src_lengths, tgt_lengths = examples.lengths()
+    else:
+        src_lengths = np.fromiter((len(example.src_ids) for example in examples), dtype=np.int64, count=len(examples))
+        tgt_lengths = np.fromiter((len(example.tgt_ids) for example in examples), dtype=np.int64, count=len(examples))
+    order = rng.permutation(len(examples))
     chunk = batch_size * sort_chunk
     batches: list[list[int]] = []
     for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: (len(examples[i].src_ids), len(examples[i].tgt_ids)))
-        batches += [part[first : first + batch_size] for first in range(0, len(part), batch_size)]
+        part = order[start : start + chunk]
+        part = part[np.lexsort((tgt_lengths[part], src_lengths[part]))]
+        batches += [part[first : first + batch_size].tolist() for first in range(0, len(part), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
 
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
@@ -14,9 +13,9 @@ from tqdm import tqdm
 
 from corpora.adapters import read_corpus
 from corpora.languages import Languages
-from corpora.prepared import Corpus, write_parallel_table, write_prepared
+from corpora.prepared import Corpus, write_prepared
 from corpora.synthetic import GenerationSummary, SyntheticConfig, generate
-from corpora.wmt import ParallelConfig, read_parallel_corpus
+from corpora.wmt import ParallelConfig, write_parallel_pair
 from tasks import named_by, progress_artifact
 
 # Every task: cache_policy=NO_CACHE, persist_result=False. DVC decides what reruns; Prefect's own result
@@ -69,8 +68,8 @@ def read_captioned_images(source: CorpusSource, config: object, languages: Langu
     return corpus
 
 
-def _read_pair_name(parameters: dict[str, Any]) -> str:
-    return f"read parallel {parameters['pivot']}-{parameters['target']}"
+def _prepare_pair_name(parameters: dict[str, Any]) -> str:
+    return f"prepare parallel {parameters['pivot']}-{parameters['target']}"
 
 
 @task(
@@ -78,13 +77,15 @@ def _read_pair_name(parameters: dict[str, Any]) -> str:
     persist_result=False,
     retries=1,
     retry_delay_seconds=2,
-    task_run_name=named_by(_read_pair_name),
+    task_run_name=named_by(_prepare_pair_name),
 )
-def read_parallel_pair(config: ParallelConfig, pivot: str, target: str, parallel_dir: str) -> pa.Table:
-    """Read the text-only corpus of the pair ``pivot``-``target``."""
-    table = read_parallel_corpus(Path(parallel_dir), pairs=[(pivot, target)], splits=config.splits)[f"{pivot}-{target}"]
-    get_run_logger().info("Read %d sentence pairs for %s-%s", table.num_rows, pivot, target)
-    return table
+def prepare_parallel_pair(
+    config: ParallelConfig, pivot: str, target: str, parallel_dir: str, out: str
+) -> list[dict[str, object]]:
+    """Stream the text-only corpus of the pair ``pivot``-``target`` into the table ``out``; its counts per split."""
+    counts = write_parallel_pair(Path(parallel_dir), pair=(pivot, target), splits=config.splits, out=Path(out))
+    get_run_logger().info("Wrote %d sentence pairs for %s-%s to %s", sum(counts.values()), pivot, target, out)
+    return [{"pair": f"{pivot}-{target}", "split": split, "pairs": count} for split, count in counts.items()]
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -92,17 +93,6 @@ def write_prepared_tables(corpus: Corpus, out_dir: str) -> None:
     """Validate and atomically write the images and captions tables to ``out_dir``."""
     write_prepared(corpus, out_dir)
     get_run_logger().info("Wrote prepared tables to %s", out_dir)
-
-
-def _write_pair_name(parameters: dict[str, Any]) -> str:
-    return f"write {Path(parameters['out']).name}"
-
-
-@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_write_pair_name))
-def write_parallel_pair(table: pa.Table, out: str) -> None:
-    """Validate and atomically write one pair's text-only table to ``out``."""
-    write_parallel_table(table, out)
-    get_run_logger().info("Wrote %d sentence pairs to %s", table.num_rows, out)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)

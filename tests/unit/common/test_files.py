@@ -13,6 +13,7 @@ from common.files import (
     atomic_dir,
     atomic_path,
     final_path,
+    iter_lines,
     read_lines,
     read_parallel_lines,
     staged_children,
@@ -163,3 +164,13 @@ def test_final_path_names_what_a_staged_or_temporary_path_becomes(tmp_path: Path
     with atomic_path(tmp_path / "metrics.json") as file:
         assert final_path(file) == tmp_path / "metrics.json"
     assert final_path("data/models/mmt-en-de") == Path("data/models/mmt-en-de")  # a final path stays as it is
+
+
+@pytest.mark.parametrize("name", ["lines.txt", "lines.txt.gz"])
+def test_streamed_lines_are_the_whole_read(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    write_text(path, "\ufefffirst\r\nsecond  \nlast without end")
+    assert list(iter_lines(path)) == read_lines(path) == ["first", "second  ", "last without end"]
+    write_text(path, "a\n\nc\n")
+    with pytest.raises(InputError, match=r"lines\.txt(\.gz)?:2: empty line"):
+        list(iter_lines(path))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from common.errors import InputError
 from common.files import write_text
+from corpora.prepared import write_parallel_table
 from corpora.sgm import unescape
-from corpora.wmt import read_parallel_corpus, read_plain_pair
+from corpora.wmt import read_parallel_corpus, read_plain_pair, write_parallel_pair
 
 SPLITS = {"train": "train", "val": "dev", "test": "newstest2014"}
 
@@ -139,3 +141,58 @@ def test_shared_opennmt_toy_sample(shared_data: Path) -> None:
     test = read_plain_pair(folder / "src-test.txt", folder / "tgt-test.txt", "test")
     assert test.num_rows == 2_737
     assert test.column("src")[0].as_py().startswith("Orlando Bloom and Miranda Kerr still love each other")
+
+
+def test_streamed_table_is_the_whole_read_one_byte_for_byte(tmp_path: Path) -> None:
+    folder = tmp_path / "en-de"
+    write_text(folder / "train.en.gz", "".join(f"sentence {i}\n" for i in range(7)))
+    write_text(folder / "train.de", "".join(f" Satz {i} \r\n" for i in range(7)))
+    write_text(folder / "newstest2014.en.sgm", sgm("en", [("d1", [("1", "Tom &amp; Jerry")])]))
+    write_text(folder / "newstest2014.de.sgm", sgm("de", [("d1", [("1", "Tom &amp; Jerry")])]))
+    whole = tmp_path / "whole.parquet"
+    write_parallel_table(read_parallel_corpus(tmp_path, pairs=[("en", "de")], splits=SPLITS)["en-de"], whole)
+    streamed = tmp_path / "out" / "en-de.parquet"
+    counts = write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=streamed)
+    assert counts == {"train": 7, "test": 1}
+    assert streamed.read_bytes() == whole.read_bytes()
+    small_groups = tmp_path / "groups.parquet"
+    write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=small_groups, batch_rows=3)
+    assert pq.ParquetFile(small_groups).metadata.num_row_groups == 3  # 3 + 3 + 2 rows
+    assert pq.read_table(small_groups).equals(pq.read_table(whole))
+    assert pq.read_table(small_groups).column("tgt").to_pylist()[:2] == ["Satz 0", "Satz 1"]
+
+
+@pytest.mark.parametrize(("en_lines", "de_lines"), [(3, 2), (2, 4)])
+def test_streaming_names_both_files_and_full_counts_on_a_mismatch(tmp_path: Path, en_lines: int, de_lines: int) -> None:
+    folder = tmp_path / "en-de"
+    write_text(folder / "train.en", "x\n" * en_lines)
+    write_text(folder / "train.de.gz", "y\n" * de_lines)
+    out = tmp_path / "en-de.parquet"
+    expected = (
+        f"parallel files differ in length: {folder / 'train.en'} has {en_lines} lines, "
+        f"{folder / 'train.de.gz'} has {de_lines} lines"
+    )
+    with pytest.raises(InputError) as error:
+        write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=out, batch_rows=1)
+    assert str(error.value) == expected
+    assert not out.exists() and list(tmp_path.glob(".en-de.parquet.*")) == []  # nothing half-written is left
+
+
+def test_streaming_reports_bad_lines_gzip_and_blank_segments(tmp_path: Path) -> None:
+    folder = tmp_path / "en-de"
+    write_text(folder / "train.en", "a\nb\n")
+    write_text(folder / "train.de", "a\n \n")
+    out = tmp_path / "en-de.parquet"
+    with pytest.raises(InputError, match=r"train\.de:2: empty line"):
+        write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=out)
+    (folder / "train.de").unlink()
+    (folder / "train.de.gz").write_bytes(b"not gzip at all\n")
+    with pytest.raises(InputError, match=r"train\.de\.gz: not a valid gzip file"):
+        write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=out)
+    (folder / "train.de.gz").unlink()
+    write_text(folder / "train.de", "a\nb\n")
+    write_text(folder / "newstest2014.en.sgm", sgm("en", [("d1", [("1", "x"), ("2", " ")])]))
+    write_text(folder / "newstest2014.de.sgm", sgm("de", [("d1", [("1", "X"), ("2", "Y")])]))
+    with pytest.raises(InputError, match=r"newstest2014\.en\.sgm:5: <seg id='2'> is empty"):
+        write_parallel_pair(tmp_path, pair=("en", "de"), splits=SPLITS, out=out)
+    assert not out.exists()

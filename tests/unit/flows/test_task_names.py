@@ -57,8 +57,7 @@ def test_data_and_feature_task_runs_name_their_pair_file_or_shard() -> None:
     from features.extraction import Shard
     from tasks import data, features
 
-    assert run_name(data.read_parallel_pair, pivot="en", target="de") == "read parallel en-de"
-    assert run_name(data.write_parallel_pair, out="data/prepared/parallel/en-de.parquet") == "write en-de.parquet"
+    assert run_name(data.prepare_parallel_pair, pivot="en", target="de") == "prepare parallel en-de"
     assert run_name(features.extract_shard_task, shard=Shard(7, ())) == "extract shard-00007"
 
 

@@ -1,0 +1,158 @@
+"""Training pairs held compactly: every sentence's subword ids in one flat array per side, with offsets.
+
+A million pairs of Python tuples of ints take gigabytes; the same ids as uint16 (a vocabulary up to 65,536
+ids; int32 above) take a few hundred megabytes. :class:`EncodedPairs` is a ``Sequence[Example]``: training
+(:func:`mmt.train.fit`) builds each :class:`~mmt.train.Example` when its batch needs it, and plans batches on
+the length arrays alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import SupportsIndex, overload
+
+import numpy as np
+
+from common.errors import InputError
+from mmt.text import TextPipeline
+from mmt.text_workers import SideSpec, encode_pair_chunks
+from mmt.train import Example
+
+logger = logging.getLogger(__name__)
+
+
+class EncodedPairs(Sequence[Example]):
+    """Encoded sentence pairs (source ids, target ids ending in EOS, optional image rows) in flat arrays.
+
+    Args:
+        src_ids: Every source sentence's ids, one sentence after the other.
+        src_lengths: Ids per source sentence.
+        tgt_ids: Every target sentence's ids (EOS included).
+        tgt_lengths: Ids per target sentence.
+        image_rows: Each pair's image row in the region store; None for text-only data.
+    """
+
+    def __init__(
+        self,
+        src_ids: np.ndarray,
+        src_lengths: np.ndarray,
+        tgt_ids: np.ndarray,
+        tgt_lengths: np.ndarray,
+        image_rows: np.ndarray | None = None,
+    ) -> None:
+        count = len(src_lengths)
+        if len(tgt_lengths) != count or (image_rows is not None and len(image_rows) != count):
+            rows = "" if image_rows is None else f", {len(image_rows)} image rows"
+            raise ValueError(f"encoded pairs: {count} source and {len(tgt_lengths)} target lengths{rows}")
+        if int(src_lengths.sum()) != len(src_ids) or int(tgt_lengths.sum()) != len(tgt_ids):
+            raise ValueError("encoded pairs: the lengths do not add up to the ids")
+        self.src_ids, self.tgt_ids, self.image_rows = src_ids, tgt_ids, image_rows
+        self.src_lengths = src_lengths.astype(np.int32, copy=False)
+        self.tgt_lengths = tgt_lengths.astype(np.int32, copy=False)
+        self._src_starts = _starts(self.src_lengths)
+        self._tgt_starts = _starts(self.tgt_lengths)
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Source and target ids per pair (:func:`mmt.train.length_batches` plans batches on them)."""
+        return self.src_lengths, self.tgt_lengths
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays."""
+        arrays = [self.src_ids, self.tgt_ids, self.src_lengths, self.tgt_lengths, self._src_starts, self._tgt_starts]
+        return sum(array.nbytes for array in arrays) + (0 if self.image_rows is None else self.image_rows.nbytes)
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Example: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Example]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Example | list[Example]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = operator.index(index)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"pair {index} of {len(self)}")
+        src_start, tgt_start = int(self._src_starts[i]), int(self._tgt_starts[i])
+        src = self.src_ids[src_start : src_start + int(self.src_lengths[i])].tolist()
+        tgt = self.tgt_ids[tgt_start : tgt_start + int(self.tgt_lengths[i])].tolist()
+        return Example(tuple(src), tuple(tgt), None if self.image_rows is None else int(self.image_rows[i]))
+
+    def __iter__(self) -> Iterator[Example]:
+        return (self[i] for i in range(len(self)))
+
+
+def id_dtype(vocab_size: int) -> type[np.unsignedinteger] | type[np.signedinteger]:
+    """The smallest array type of ids below ``vocab_size``: uint16 up to 65,536 ids, else int32."""
+    return np.uint16 if vocab_size <= 1 << 16 else np.int32
+
+
+def encode_pairs(
+    text: TextPipeline,
+    chunks: Iterable[tuple[Sequence[str], Sequence[str]]],
+    *,
+    threads: int = 1,
+    image_rows: np.ndarray | None = None,
+) -> EncodedPairs:
+    """Encode sentence pairs, given in chunks (e.g. one per Parquet row group), into :class:`EncodedPairs`.
+
+    Each pair's ids are those of ``text.encode_source`` and ``text.encode_target``; chunks go to ``threads``
+    processes and come back in order, so the result does not depend on ``threads``. Truncated sentences are
+    counted and logged as a warning.
+
+    Raises:
+        InputError: a sentence without any subword, named by its side and index over all chunks.
+    """
+    specs = (_spec(text, side="source"), _spec(text, side="target"))
+    dtypes = (id_dtype(text.src_vocab.size), id_dtype(text.tgt_vocab.size))
+    parts: tuple[list[tuple[np.ndarray, np.ndarray]], ...] = ([], [])  # per side: (ids, lengths) per chunk
+    offset = truncated_src = truncated_tgt = 0
+    for encoded in encode_pair_chunks(chunks, specs, threads=threads):
+        for side, (chunk, spec) in enumerate(zip(encoded, specs, strict=True)):
+            if chunk.empty >= 0:
+                index = offset + chunk.empty
+                raise InputError(f"{spec.side} sentence {index}: empty (every sentence must hold some text)")
+            parts[side].append((chunk.ids.astype(dtypes[side]), chunk.lengths))  # narrowed at once: flat memory
+        truncated_src, truncated_tgt = truncated_src + encoded[0].truncated, truncated_tgt + encoded[1].truncated
+        offset += len(encoded[0].lengths)
+    if truncated_src or truncated_tgt:
+        logger.warning(
+            "Truncated %d source and %d target sentences to %d subwords",
+            truncated_src,
+            truncated_tgt,
+            text.config.max_len,
+        )
+    src_ids, src_lengths = _joined(parts[0], dtypes[0])
+    tgt_ids, tgt_lengths = _joined(parts[1], dtypes[1])
+    if image_rows is not None and len(image_rows) != offset:
+        raise ValueError(f"{len(image_rows)} image rows for {offset} sentence pairs")
+    return EncodedPairs(src_ids, src_lengths, tgt_ids, tgt_lengths, image_rows)
+
+
+def _spec(text: TextPipeline, *, side: str) -> SideSpec:
+    config = text.config
+    if side == "source":
+        return SideSpec(config.src_lang, config.lowercase, text.src_vocab.serialized, config.max_len, False, side)
+    return SideSpec(config.tgt_lang, config.lowercase, text.tgt_vocab.serialized, config.max_len - 1, True, side)
+
+
+def _joined(
+    chunks: list[tuple[np.ndarray, np.ndarray]], dtype: type[np.unsignedinteger] | type[np.signedinteger]
+) -> tuple[np.ndarray, np.ndarray]:
+    if not chunks:
+        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int32)
+    return np.concatenate([ids for ids, _ in chunks]), np.concatenate([lengths for _, lengths in chunks])
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return starts
