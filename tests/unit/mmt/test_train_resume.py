@@ -12,6 +12,8 @@ import torch
 
 from common.train_state import ResumePoint, fingerprint
 from mmt.model import RegionalMMT
+from mmt.pairs import Pairs
+from mmt.systems import clear_states, pairs_sha256, state_path, weights_sha256
 from mmt.train import Example, FitResult, TrainConfig, fit
 from tests.unit.mmt.test_model import random_regions
 from tests.unit.mmt.test_train import CONFIG, CPU, SHAPE, ArrayRegions, new_model, no_autocast, toy_pairs
@@ -126,3 +128,28 @@ def test_a_state_of_another_fingerprint_is_not_resumed(tmp_path: Path) -> None:
     assert len(validations) == 5  # trained from epoch 1
     assert_same_weights(model, reference)
     assert result == expected
+
+
+def test_the_data_hash_changes_with_any_sentence_image_or_column() -> None:
+    base = Pairs(["a b", "c"], ["x y", "z"], ["img1", "img2"])
+    others = [
+        Pairs(["a b", "c"], ["x y", "z!"], ["img1", "img2"]),  # one target
+        Pairs(["a", "b c"], ["x y", "z"], ["img1", "img2"]),  # a word moved between sentences
+        Pairs(["x y", "z"], ["a b", "c"], ["img1", "img2"]),  # the columns swapped
+        Pairs(["a b", "c"], ["x y", "z"], ["img2", "img1"]),  # the images swapped
+        Pairs(["a b", "c"], ["x y", "z"]),  # no images
+    ]
+    hashes = {pairs_sha256(pairs) for pairs in [base, *others]}
+    assert len(hashes) == 6 and pairs_sha256(Pairs(["a b", "c"], ["x y", "z"], ["img1", "img2"])) in hashes
+    assert weights_sha256(new_model(seed=0)) == weights_sha256(new_model(seed=0)) != weights_sha256(new_model(seed=1))
+
+
+def test_states_are_named_after_the_system_folder_and_cleared_with_it(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    path = state_path(work, tmp_path / ".staged.x.tmp" / "mmt-en-de" / "finetune")
+    assert path == work / "mmt-en-de" / "finetune.pt"
+    for name in ("mmt-en-de/pretrain.pt", "mmt-en-de/finetune.pt", "mmt-en-fr/finetune.pt"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes(b"state")
+    clear_states(work, ["mmt-en-de", "mt-en-de"])  # mt-en-de has none: nothing to do
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["mmt-en-fr", "mmt-en-fr/finetune.pt"]
