@@ -416,11 +416,13 @@ def fit(
         if selection.exhausted:
             break
         if resume is not None and is_writer():
-            progress_state = {"step": step, "epoch": epoch, "done": done, "losses": losses}
             resume.save(
                 {
-                    **progress_state,
                     "finished": False,
+                    "step": step,
+                    "epoch": epoch,
+                    "done": done,
+                    "losses": losses,
                     "model": model.state_dict(),
                     "optimizer": optimizer.state_dict(),
                     "scaler": scaler.state_dict(),
