@@ -10,6 +10,10 @@ paired bootstrap of MMT against MT (`mmt-vs-mt-<src>-<tgt>.json`); the MMT's lea
 (`mmt-<src>-<tgt>.history.tsv`, a DVC plot). `mmt.systems: [mt]` trains
 the text-only system alone and needs no FeatureStore: the route for a corpus without images (run the flow
 without `--store`).
+
+With `--work`, each fit of the regional model (pre-training, the MMT's and the text-only system's fine-tuning)
+keeps a resume state in `<work>/<system folder>/<checkpoint>.pt` after every epoch: a rerun after a kill continues
+from the last finished epoch and ends with the same outputs; the states are removed once the outputs are in place.
 """
 
 from __future__ import annotations
@@ -17,19 +21,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 from prefect import flow, tags
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ProcessPoolTaskRunner
 
-from common.distributed import joined
+from common.distributed import is_writer, joined
 from common.files import staged_children
 from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from mmt.config import SystemsConfig
 from mmt.pairs import direction_data
-from mmt.systems import TEXT_ONLY_REGION_DIM
+from mmt.systems import TEXT_ONLY_REGION_DIM, clear_states
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
 from tasks import artifact_key
@@ -51,7 +56,7 @@ def train_mmt(
     """Both directions' systems into ``paths.models``, their metrics into ``paths.metrics``: the flow's parameters
     name these final folders; the four system folders and their metrics files are written into a staging folder
     inside each and appear only once all are complete (a killed run leaves none of them, rather than folders holding
-    an early best-so-far checkpoint)."""
+    an early best-so-far checkpoint). The resume states in ``paths.work`` go once the outputs are in place."""
     with staged_children(paths.models) as models, staged_children(paths.metrics) as metrics:
         staged = dataclasses.replace(paths, models=str(models), metrics=str(metrics))
         region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
@@ -70,6 +75,11 @@ def train_mmt(
                 rows = [row for future in futures for row in future.result()]
         else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
             rows = [row for job in jobs for row in train_direction(job)]
+    if paths.work is not None and is_writer():
+        directions = (f"{pivot}-{target}", f"{target}-{pivot}")
+        clear_states(
+            Path(paths.work), [f"{system}-{direction}" for system in ("mmt", "mt") for direction in directions]
+        )
     description = "Test captions: BLEU and chrF"
     create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
     return rows
@@ -89,13 +99,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--store", help="the fine-tuning corpus's FeatureStore (not read when mmt.systems is [mt])")
     for name in ("models", "mt_models", "metrics"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--work", help="folder of the resume states (<paths.work>/train_mmt); none kept without it")
 
     def body(args: argparse.Namespace, params: Params) -> None:
         if "mmt" in params.mmt.systems and args.store is None:
             raise ParamsError("mmt.systems includes mmt, which reads region features: give --store")
         runtime = Runtime.resolve(params.device, params.precision)
         with tags(*run_tags("train_mmt"), f"pair:{params.languages.pivot}-{args.target}"):
-            paths = PairPaths(args.store, args.models, args.mt_models, args.metrics)
+            paths = PairPaths(args.store, args.models, args.mt_models, args.metrics, args.work)
             named(train_mmt, args.params)(
                 params.mmt,
                 params.languages.pivot,

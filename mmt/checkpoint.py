@@ -32,11 +32,19 @@ _PARTS = ("config", "shape", "state_dict", "extra")
 KIND = "MMT checkpoint"
 
 
-def save_mmt(path: PathLike, model: RegionalMMT, *, extra: dict[str, Any]) -> None:
-    """Write the weights, the config and ``extra`` (JSON values: numbers, strings, lists, dicts) atomically, as
-    ``<stem>.safetensors`` and ``<stem>.json``; the same model and ``extra`` give the same bytes."""
+def save_mmt(
+    path: PathLike,
+    model: RegionalMMT,
+    *,
+    extra: dict[str, Any],
+    state_dict: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """Write the weights (``model``'s, or ``state_dict`` for that model), the config and ``extra`` (JSON values:
+    numbers, strings, lists, dicts) atomically, as ``<stem>.safetensors`` and ``<stem>.json``; the same weights and
+    ``extra`` give the same bytes."""
+    weights = model.state_dict() if state_dict is None else state_dict
     write_checkpoint(
-        path, model.state_dict(), {"config": asdict(model.config), "shape": asdict(model.shape), "extra": dict(extra)}
+        path, weights, {"config": asdict(model.config), "shape": asdict(model.shape), "extra": dict(extra)}
     )
 
 

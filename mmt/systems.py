@@ -17,9 +17,10 @@ Each folder records its backend in ``system.json``, so :func:`load_system` turns
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -29,6 +30,7 @@ from common.distributed import gather_objects, is_writer, share
 from common.errors import InputError
 from common.files import file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
+from common.train_state import ResumePoint, fingerprint
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
 from mmt.config import SystemsConfig
@@ -71,6 +73,7 @@ class SystemRequest:
         runtime: Device and precision.
         on_validation: Called with each validation's line of the fit (:class:`~common.epoch_log.EpochLine`),
             for progress reports.
+        work: Folder of the resume states (:func:`state_path`); None keeps none.
     """
 
     src: str
@@ -84,6 +87,7 @@ class SystemRequest:
     seed: int
     runtime: Runtime
     on_validation: ValidationCallback | None = None
+    work: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -120,8 +124,10 @@ def pretrain(
     seed: int,
     runtime: Runtime,
     on_validation: ValidationCallback | None = None,
+    work: Path | None = None,
 ) -> float:
-    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``."""
+    """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``
+    (resumable from a state in ``work``, see :func:`fit_system`)."""
     text = TextPipeline.load(model_dir, threads=config.text.threads)  # the corpus is encoded over these processes
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
@@ -137,6 +143,7 @@ def pretrain(
         checkpoint=model_dir / PRETRAIN,
         name=f"{model_dir.name} pretrain",
         on_validation=on_validation,
+        work=work,
     )
 
 
@@ -154,11 +161,14 @@ def fit_system(
     name: str,
     on_validation: ValidationCallback | None = None,
     mixed: Pairs | None = None,
+    work: Path | None = None,
 ) -> float:
     """Train on ``train`` (and ``training.mixed_pairs`` of the text-only ``mixed`` pairs each epoch), early-stopping
     on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch counted from
     1, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it. Each
-    validation logs one line starting with ``name`` (``mmt-en-de finetune``), which ``on_validation`` gets too."""
+    validation logs one line starting with ``name`` (``mmt-en-de finetune``), which ``on_validation`` gets too.
+    With ``work``, the fit keeps its resume state in :func:`state_path` and continues from it when run again on the
+    same inputs (:func:`run_fingerprint`)."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
@@ -167,6 +177,11 @@ def fit_system(
             logger.debug("%s · step %d · epoch %d · loss %.3f", name, record["step"], record["epoch"], record["loss"])
 
     mixed_examples = examples(text, mixed, None) if mixed is not None and training.mixed_pairs else []
+    resume = None
+    if work is not None:
+        mixed_pairs = mixed if mixed_examples else None
+        run = run_fingerprint(model, text, train, val, mixed_pairs, store=store, training=training, seed=seed)
+        resume = ResumePoint(state_path(work, checkpoint), fingerprint(run, asdict(runtime)))
     result = fit(
         model,
         examples(text, train, store),
@@ -181,6 +196,7 @@ def fit_system(
         mixed=mixed_examples,
         name=name,
         on_validation=on_validation,
+        resume=resume,
     )
     if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
         record_text_pipeline(checkpoint, text.identity())
@@ -188,6 +204,71 @@ def fit_system(
     best_epoch = next(int(entry["epoch"]) for entry in result.history if entry["step"] == result.best_step)
     logger.info("%s · best val BLEU %.2f at epoch %d (step %d)", name, result.best_score, best_epoch, result.best_step)
     return result.best_score
+
+
+def state_path(work: Path, checkpoint: Path) -> Path:
+    """The resume state of the fit that writes ``checkpoint``: ``<work>/<system folder>/<checkpoint>.pt``
+    (``mmt-en-de/finetune.pt``), named like the system folder, which is a staging copy while the stage runs."""
+    return work / checkpoint.parent.name / f"{checkpoint.name}.pt"
+
+
+def clear_states(work: Path, folders: Iterable[str]) -> None:
+    """Remove the resume states of the system ``folders`` (their outputs are written: nothing is left to resume)."""
+    for folder in folders:
+        for state in sorted((work / folder).glob("*.pt")):
+            state.unlink()
+        if (work / folder).is_dir() and not any((work / folder).iterdir()):
+            (work / folder).rmdir()
+
+
+def run_fingerprint(
+    model: RegionalMMT,
+    text: TextPipeline,
+    train: Pairs,
+    val: Pairs,
+    mixed: Pairs | None,
+    *,
+    store: FeatureStore | None,
+    training: TrainConfig,
+    seed: int,
+) -> dict[str, object]:
+    """What a fit's result depends on, for its resume state: settings, seed, model config and shape, the subword
+    models, the initial weights (so fine-tuning's hash covers the pre-trained checkpoint), a hash of every pair
+    (source, target, image) of the training, validation and mixed-in data, and the region store's metadata and file
+    stamps (a hash of its features would read gigabytes; a rewritten store has new stamps)."""
+    stamps = None
+    if store is not None:
+        stamps = {path.name: file_stamp(path) for path in sorted(store.path.iterdir()) if path.is_file()}
+    return {
+        "training": asdict(training),
+        "seed": seed,
+        "config": asdict(model.config),
+        "shape": asdict(model.shape),
+        "text": text.identity(),
+        "weights": weights_sha256(model),
+        "pairs": [pairs_sha256(pairs) if pairs is not None else None for pairs in (train, val, mixed)],
+        "validation_sentences": VALIDATION_SENTENCES,
+        "store": None if store is None else {"meta": store.meta, "files": stamps},
+    }
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """Hash of every tensor of ``model``'s state (names, shapes, dtypes and bytes)."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def pairs_sha256(pairs: Pairs) -> str:
+    """Hash of the sentences and images of ``pairs``, in order (one join per column: seconds for millions)."""
+    digest = hashlib.sha256()
+    for column in (pairs.src, pairs.tgt, pairs.image_ids):
+        values = column if column is not None else []
+        digest.update(f"{column is None}:{len(values)}:".encode())
+        digest.update("\x1f".join(values).encode())
+    return digest.hexdigest()
 
 
 def history_rows(history: list[dict[str, float]]) -> list[dict[str, object]]:
@@ -258,6 +339,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
         name=f"{request.out_dir.name} finetune",
         on_validation=request.on_validation,
         mixed=request.data.corpus["train"],
+        work=request.work,
     )
 
 

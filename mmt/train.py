@@ -9,6 +9,10 @@ validations without improvement, best weights restored at the end. Each validati
 
 Under torchrun (common/distributed.py) each rank computes the loss of its share of every batch over the whole
 batch's token count, gradients are summed, and validation decodes a share per rank: the same steps as one process.
+
+With a :class:`~common.train_state.ResumePoint`, :func:`fit` saves its state after every finished epoch and, run
+again with the same fingerprint, continues after the last saved epoch; the rest of the run takes the steps the
+uninterrupted run takes (on the CPU: the same weights, bit for bit).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -29,6 +33,7 @@ import torch.nn.functional as F
 from common.checks import check_positive, check_range
 from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 from common.epoch_log import EpochLine, format_epoch, seconds_left
+from common.train_state import ResumePoint, restore_rng_state, rng_state
 from features.store import RegionLookup
 from mmt.beam import evaluating
 from mmt.checkpoint import VISUAL_PREFIXES, read_checkpoint, save_mmt
@@ -238,13 +243,19 @@ class _Selection:
         *,
         name: str,
         on_validation: ValidationCallback | None,
+        keep_best: bool,
     ) -> None:
         self.config, self.seed, self.path = config, seed, checkpoint_path
         self.name, self.on_validation = name, on_validation
         self.best_score, self.best_step, self.bad = -math.inf, 0, 0
         self.history: list[dict[str, float]] = []
-        self.best_state: dict[str, torch.Tensor] | None = None  # data-parallel ranks that do not write keep it here
+        # the best weights in memory: on data-parallel ranks that do not write, and for the resume state (the
+        # checkpoint file may be gone when the run resumes)
+        self.keep_best = keep_best or not is_writer()
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_extra: dict[str, Any] = {}  # the checkpoint's extra fields of the best weights
         self.started = time.perf_counter()
+        self.resumed_after = 0  # epochs trained before this process started (the log's time estimates skip them)
 
     def validate(
         self,
@@ -269,14 +280,15 @@ class _Selection:
                 "train_config": asdict(self.config),
                 "seed": self.seed,
             }
+            self.best_extra = extra
             if is_writer():
                 save_mmt(self.path, model, extra=extra)
-            else:
+            if self.keep_best:
                 self.best_state = {key: value.detach().clone() for key, value in model.state_dict().items()}
         else:
             self.bad += 1
         self.history.append({"step": step, "epoch": epoch, "loss": loss, "score": score})
-        elapsed = time.perf_counter() - self.started
+        elapsed, here = time.perf_counter() - self.started, done - self.resumed_after
         line = EpochLine(
             run=self.name,
             epoch=epoch,
@@ -286,8 +298,8 @@ class _Selection:
             scores={"": score},
             best=self.best_score,
             step=step,
-            seconds_per_epoch=elapsed / done if done > 0 else None,
-            seconds_left=seconds_left(elapsed, done, self.config.epochs),
+            seconds_per_epoch=elapsed / here if here > 0 else None,
+            seconds_left=seconds_left(elapsed, here, self.config.epochs - self.resumed_after),
             may_stop_early=True,  # patience is always on
         )
         logger.info("%s", format_epoch(line))
@@ -298,6 +310,26 @@ class _Selection:
     @property
     def exhausted(self) -> bool:
         return self.bad >= self.config.patience
+
+    def state(self) -> dict[str, Any]:
+        """What the resume state keeps of the bookkeeping, the best weights included."""
+        return {
+            "best_score": self.best_score,
+            "best_step": self.best_step,
+            "bad": self.bad,
+            "history": self.history,
+            "best_state": self.best_state,
+            "best_extra": self.best_extra,
+        }
+
+    def restore(self, state: dict[str, Any], model: RegionalMMT, epoch: int) -> None:
+        """Take back :meth:`state` after ``epoch`` finished epochs and write the best weights to the checkpoint
+        again (the rerun's checkpoint folder may be a new one); ``model``'s own weights are left as they are."""
+        self.best_score, self.best_step, self.bad = state["best_score"], state["best_step"], state["bad"]
+        self.history, self.best_state, self.best_extra = state["history"], state["best_state"], state["best_extra"]
+        self.resumed_after = epoch
+        if is_writer() and self.best_state is not None:
+            save_mmt(self.path, model, extra=self.best_extra, state_dict=self.best_state)
 
 
 def fit(
@@ -315,6 +347,7 @@ def fit(
     mixed: Sequence[Example] = (),
     name: str = "MMT",
     on_validation: ValidationCallback | None = None,
+    resume: ResumePoint | None = None,
 ) -> FitResult:
     """Train ``model`` with teacher forcing until ``config.epochs`` or early stopping; keep the best weights.
 
@@ -337,6 +370,9 @@ def fit(
         name: What trains, with its phase (``mmt-en-de finetune``): the start of each validation's log line.
         on_validation: Called with each validation's line (:class:`~common.epoch_log.EpochLine`; epochs counted
             from 1, as everywhere here).
+        resume: Where the state goes after every finished epoch (written by the writer rank, read by every rank);
+            a state found there with the same fingerprint is continued after its epoch, and a finished one returns
+            its result without training. None: no state is kept.
 
     Returns:
         The best score, its step and the validation history.
@@ -349,12 +385,29 @@ def fit(
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.to(device).train()
+    selection = _Selection(
+        config, seed, checkpoint_path, name=name, on_validation=on_validation, keep_best=resume is not None
+    )
+    state = resume.load() if resume is not None else None
+    if state is not None:
+        assert resume is not None
+        if state["finished"]:
+            logger.info("%s: finished before, after epoch %d; its result from %s", name, state["epoch"], resume.path)
+            return _finished(model, selection, state, rng)
+        logger.info("%s: resuming after epoch %d of %d from %s", name, state["epoch"], config.epochs, resume.path)
+        model.load_state_dict(state["model"])
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
     optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
-    selection = _Selection(config, seed, checkpoint_path, name=name, on_validation=on_validation)
-    step, losses, epoch, done = 0, [], 0, 0.0
-    for epoch in range(1, config.epochs + 1):
+    step, losses, epoch, done, start = 0, [], 0, 0.0, 1
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        selection.restore(state["selection"], model, state["epoch"])
+        restore_rng_state(state["rng"], rng)
+        step, losses, epoch, done = state["step"], state["losses"], state["epoch"], state["done"]
+        start = epoch + 1
+    for epoch in range(start, config.epochs + 1):
         batches = _epoch_batches(train, mixed, config, rng)
         for position, (text_only, indices) in enumerate(batches, start=1):
             step += 1
@@ -376,16 +429,43 @@ def fit(
                 break
         if selection.exhausted:
             break
+        if resume is not None and is_writer():
+            resume.save(
+                {
+                    "finished": False,
+                    "step": step,
+                    "epoch": epoch,
+                    "done": done,
+                    "losses": losses,
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict(),
+                    "rng": rng_state(rng),
+                    "selection": selection.state(),
+                }
+            )
     if losses:  # training ended between two validations
         score = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)), done=done)
         if progress is not None:
             progress({"step": step, "epoch": epoch, "loss": selection.history[-1]["loss"], "score": score})
+    if resume is not None and is_writer():  # what a rerun returns at once (a later phase may be what was killed)
+        resume.save({"finished": True, "epoch": epoch, "rng": rng_state(rng), "selection": selection.state()})
     best = (
         selection.best_state
         if selection.best_state is not None
         else read_checkpoint(checkpoint_path, device=device)["state_dict"]
     )
     model.load_state_dict(best)
+    return FitResult(selection.best_score, selection.best_step, selection.history)
+
+
+def _finished(model: RegionalMMT, selection: _Selection, state: dict[str, Any], rng: np.random.Generator) -> FitResult:
+    """The result of a fit that ended before: its best weights in ``model`` and the checkpoint, and the random
+    generators as the fit left them (what follows draws what it would have drawn)."""
+    selection.restore(state["selection"], model, state["epoch"])
+    assert selection.best_state is not None, "a finished fit validated at least once"
+    model.load_state_dict(selection.best_state)
+    restore_rng_state(state["rng"], rng)
     return FitResult(selection.best_score, selection.best_step, selection.history)
 
 

@@ -379,7 +379,7 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
             Stage(
                 f"python -m flows.train_mmt {p} --target {target} --prepared {paths.prepared}/{finetune} "
                 f"--parallel {paths.prepared}/parallel --store {feature_store(params, finetune)} --models {models} "
-                f"--mt_models {paths.mt_models} --metrics {paths.metrics}/mmt",
+                f"--mt_models {paths.mt_models} --metrics {paths.metrics}/mmt --work {paths.work}/train_mmt",
                 (
                     f"{paths.prepared}/{finetune}",
                     f"{paths.prepared}/parallel/{parallel_table_name(pivot, target)}",

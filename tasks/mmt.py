@@ -103,14 +103,22 @@ def pretrain_direction(
     region_dim: int,
     seed: int,
     runtime: Runtime,
+    work: str | None = None,
 ) -> float:
     """Text-only pre-training (one thread, no visual token) of ``src`` -> ``tgt`` on the parallel corpus ->
-    checkpoint ``pretrain`` in ``model_dir``."""
+    checkpoint ``pretrain`` in ``model_dir`` (its resume state in ``work``, when given)."""
     name = f"{Path(model_dir).name} pretrain"
     report = fit_progress(name)
     # under torchrun the other ranks train along (common.distributed); only this one reports and writes
     call = functools.partial(
-        systems.pretrain, data, config, model_dir=Path(model_dir), region_dim=region_dim, seed=seed, runtime=runtime
+        systems.pretrain,
+        data,
+        config,
+        model_dir=Path(model_dir),
+        region_dim=region_dim,
+        seed=seed,
+        runtime=runtime,
+        work=Path(work) if work is not None else None,
     )
     score = run_on_every_rank(call, here=functools.partial(call, on_validation=report))
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", name)
@@ -200,6 +208,7 @@ class PairPaths:
     models: str  # holds the system folders mmt-<src>-<tgt>/ and mt-<src>-<tgt>/ of both directions
     mt_models: str  # MT models the user holds (paths.mt_models; mmt.seq2seq.held names them)
     metrics: str  # holds <system>.json, the MMT's <system>.history.tsv and mmt-vs-mt-<src>-<tgt>.json
+    work: str | None = None  # the fits' resume states (systems.state_path); None: keep none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +247,7 @@ def train_direction(job: DirectionJob) -> list[dict[str, object]]:
         region_dim=job.region_dim,
         seed=job.seed,
         runtime=job.runtime,
+        work=paths.work,
     )
     folders = {"mmt": mmt_dir, "mt": Path(paths.models) / f"mt-{src}-{tgt}"}
     backends = {"mmt": "mmt", "mt": config.mt_system}
@@ -253,6 +263,7 @@ def train_direction(job: DirectionJob) -> list[dict[str, object]]:
             mt_models=Path(paths.mt_models),
             seed=job.seed,
             runtime=job.runtime,
+            work=Path(paths.work) if paths.work is not None else None,
         )
         train_translation_system(backends[system], request)
     test = data.captions["test"]
