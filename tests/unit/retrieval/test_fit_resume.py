@@ -115,6 +115,7 @@ def test_a_fit_stopped_after_an_epoch_resumes_to_the_same_weights_and_history(
     point = ResumePoint(tmp_path / "seed-0.pt", fingerprint(name, options))
     with pytest.raises(Killed):
         train(name, KilledAfter(point.path, point.fingerprint, epoch=kill_after), **options)
+    caplog.clear()  # another test may have lowered the logger to INFO already: only the resumed fit's lines count
     with caplog.at_level(logging.INFO, logger="retrieval.train"):
         resumed = train(name, point, init_seed=7, **options)  # fresh weights: what it ends with comes from the state
     assert_same_fit(resumed, whole)
@@ -133,6 +134,7 @@ def test_a_fit_stopped_after_its_pre_training_does_not_redo_it(
     point = ResumePoint(tmp_path / "seed-0.pt", fingerprint("mule"))
     with pytest.raises(Killed):
         train("mule", KilledAfter(point.path, point.fingerprint, epoch=0))
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger="retrieval.train"):
         resumed = train("mule", point, init_seed=7)
     assert_same_fit(resumed, whole)
@@ -144,6 +146,7 @@ def test_a_fit_stopped_after_its_pre_training_does_not_redo_it(
 def test_a_finished_state_returns_its_result_at_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     point = ResumePoint(tmp_path / "seed-0.pt", fingerprint("san"))
     whole = train("san", point, patience=1)  # patience may stop it early: the state records where it stopped
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger="retrieval.train"):
         again = train("san", point, init_seed=7, patience=1)
     assert (again[1].best_epoch, again[1].history) == (whole[1].best_epoch, whole[1].history)
