@@ -3,6 +3,7 @@ result and fine-tuning after its last finished epoch, and writes the bytes an un
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -73,7 +74,6 @@ def test_train_mmt_killed_mid_fine_tuning_resumes_to_the_uninterrupted_outputs(
             ),
         ]
 
-    load_before = os.getloadavg()[0]  # the machine may be shared: the timings say under which load
     started = time.perf_counter()
     run_to_end(command("uninterrupted"), env)
     uninterrupted = time.perf_counter() - started
@@ -89,11 +89,10 @@ def test_train_mmt_killed_mid_fine_tuning_resumes_to_the_uninterrupted_outputs(
     started = time.perf_counter()
     log = run_to_end(command("killed"), env)
     resumed = time.perf_counter() - started
-    print(
-        f"\ntrain_mmt resume timings (s): uninterrupted {uninterrupted:.1f}, killed after {killed_after:.1f}, "
-        f"resumed rerun {resumed:.1f}; load average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f}"
-    )
-    assert f"mmt-en-de finetune: resuming after epoch {state_epoch_logged(log)} of {FINETUNE_EPOCHS}" in log
+    epoch = state_epoch_logged(log)
+    timings = {"uninterrupted_s": uninterrupted, "killed_after_s": killed_after, "resumed_s": resumed}
+    print("resume timings", json.dumps({"epochs": FINETUNE_EPOCHS, "killed_after_epoch": epoch, **timings}))
+    assert f"mmt-en-de finetune: resuming after epoch {epoch} of {FINETUNE_EPOCHS}" in log
     assert "mmt-en-de pretrain: finished before, after epoch 1" in log
 
     for folder in ("models", "metrics"):
