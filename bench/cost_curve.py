@@ -40,7 +40,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ from mmtr.local_server import prefect_server
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "cost_curve.json"
+GPU_FIGURES = REPO / "bench" / "results" / "gpu_checks.json"
 SIZES, SMALL_SIZES = (1000, 4000, 16000, 31014), (60, 120)
 SPLITS = {"train": 29_000, "val": 1_014, "test": 1_000}  # Multi30K's images per split
 STEMS = {"train": ("train", "train"), "val": ("val", "val"), "test": ("test_2016_flickr", "test_2016")}  # task1, task2
@@ -91,13 +91,19 @@ MARKERS = ("<!-- cost-curve:start -->", "<!-- cost-curve:end -->")
 
 
 def split_sizes(images: int) -> dict[str, int]:
-    """``images`` shared among train, val and test in Multi30K's proportions (largest remainders; each >= 1)."""
+    """``images`` shared among train, val and test in Multi30K's proportions (largest remainders), val and test
+    at least one image each (taken from train at tiny sizes)."""
+    if images < len(SPLITS):
+        raise ValueError(f"{images} images: at least {len(SPLITS)} are needed, one per split")
     total = sum(SPLITS.values())
     exact = {split: images * count / total for split, count in SPLITS.items()}
-    sizes = {split: max(1, math.floor(value)) for split, value in exact.items()}
+    sizes = {split: math.floor(value) for split, value in exact.items()}
     by_remainder = sorted(SPLITS, key=lambda split: exact[split] - math.floor(exact[split]), reverse=True)
-    for split in by_remainder[: max(0, images - sum(sizes.values()))]:
+    for split in by_remainder[: images - sum(sizes.values())]:
         sizes[split] += 1
+    for split in ("val", "test"):
+        if sizes[split] == 0:
+            sizes[split], sizes["train"] = 1, sizes["train"] - 1
     return sizes
 
 
@@ -318,28 +324,49 @@ def power_law(sizes: Sequence[float], values: Sequence[float]) -> tuple[float, f
     return float(math.exp(intercept)), float(slope)
 
 
-def analyse(runs: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Per stage: exponents of time and memory, the super-linear flag, the extrapolation to COCO size."""
+def analyse(runs: Sequence[Mapping[str, Any]], params: Mapping[str, Any], gpu: Mapping[str, Any] | None) -> dict:
+    """Per stage: exponents of time and memory, the super-linear flag, the extrapolation to COCO size.
+
+    Every stage pays a fixed cost per run (a Python process, torch and Prefect imports, a flow run): the stage whose
+    input is the same at every size (``prepare_parallel``) measures it, and ``net_seconds_exponent`` is the slope of
+    what a stage takes beyond it (null where that is not positive at every size), the cost that grows with n. The
+    COCO figure is that fixed cost plus the net fit (the whole fit where there is no net one).
+    """
     sizes = [run["images"] for run in runs]
+    fixed = [run["stages"][STAGES[0]]["seconds"] for run in runs]
+    fixed_cost = float(np.mean(fixed))
     stages: dict[str, Any] = {}
     for stage in STAGES:
         seconds = [run["stages"][stage]["seconds"] for run in runs]
         rss = [run["stages"][stage]["peak_rss_mib"] for run in runs]
         a, b = power_law(sizes, seconds)
         rss_a, rss_b = power_law(sizes, rss)
+        net = [value - base for value, base in zip(seconds, fixed, strict=True)]
+        net_fit = power_law(sizes, net) if stage != STAGES[0] and min(net) > 0 else None
+        if net_fit is None:  # no growth beyond the fixed cost to fit: at least the largest run's seconds
+            grown = max(seconds[-1], a * COCO["images"] ** b)
+        else:
+            grown = fixed_cost + net_fit[0] * COCO["images"] ** net_fit[1]
         stages[stage] = {
             "seconds_exponent": b,
+            "net_seconds_exponent": None if net_fit is None else net_fit[1],
             "rss_exponent": rss_b,
-            "super_linear": b > SUPER_LINEAR,
-            "coco_seconds": a * COCO["images"] ** b,
+            "super_linear": max(b, net_fit[1] if net_fit else b) > SUPER_LINEAR,
+            "coco_seconds": grown,
             "coco_peak_rss_mib": rss_a * COCO["images"] ** rss_b,
         }
-    return {"stages": stages, "full_training": full_training(runs[-1], params)}
+    return {
+        "fixed_seconds_per_stage": fixed_cost,
+        "stages": stages,
+        "full_training": full_training(runs[-1], params),
+        "gpu": gpu_extrapolation(gpu) if gpu is not None else None,
+    }
 
 
 def full_training(run: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Upper bounds of the step-capped stages trained in full: the largest run's stage seconds per capped step
-    (fixed costs, validation and test included, so an upper bound) x the steps of full training."""
+    """Upper bounds of the step-capped retrieval trained in full: the largest run's stage seconds per capped step
+    (fixed costs, validation and test included, so an upper bound) x the steps of full training at the demo's
+    epochs and batch."""
     train_images = run["splits"]["train"]
     retrieval = params["retrieval"]["train"]
     captions = train_images * CAPTIONS_PER_IMAGE * len(LANGS)  # human comparable captions, en + de
@@ -350,9 +377,30 @@ def full_training(run: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str
         "retrieval_seconds_per_step_bound": retrieval_per_step,
         "retrieval_steps_full": retrieval_steps,
         "retrieval_full_hours_bound": retrieval_per_step * retrieval_steps / 3600,
-        "paper_retrieval_steps_coco": math.ceil(COCO["train"] * CAPTIONS_PER_IMAGE / RETRIEVAL_BATCH)
-        * PAPER_RETRIEVAL_EPOCHS,
     }
+
+
+def gpu_extrapolation(gpu: Mapping[str, Any]) -> dict[str, Any]:
+    """COCO-size figures from the GPU checks (docs/scaling.md, GPU figures): the 1K x 5K evaluation scaled to
+    5K x 25K (encoding grows with the items, scoring and ranking with the pairs: x5 and x25), and the paper's
+    24-epoch retrieval training at the measured steps/s (113,287 x 5 captions per language in batches of 128)."""
+    evaluation = gpu["checks"]["scan_eval"]
+    figures = {key: item["value"] for key, item in evaluation["figures"].items()}
+    settings = evaluation["settings"]
+    items = COCO["test"] / settings["images"]
+    pairs = items * (COCO["test"] * CAPTIONS_PER_IMAGE / settings["captions"])
+    steps = math.ceil(COCO["train"] * CAPTIONS_PER_IMAGE / RETRIEVAL_BATCH) * PAPER_RETRIEVAL_EPOCHS
+    training = {key: item["value"] for key, item in gpu["checks"]["retrieval_train"]["figures"].items()}
+    result: dict[str, Any] = {"device": gpu["machine"]["device_name"], "precision": gpu["precision"]}
+    for model in ("scan", "san"):
+        encode = figures[f"{model}_encode_images_s"] + figures[f"{model}_encode_texts_s"]
+        score = figures[f"{model}_score_s"] + figures[f"{model}_rank_s"]
+        result[f"{model}_eval_1k_s"] = figures[f"{model}_total_s"]
+        result[f"{model}_eval_coco_5k_s"] = encode * items + score * pairs
+        result[f"{model}_eval_coco_score_share"] = score * pairs / (encode * items + score * pairs)
+        result[f"{model}_train_coco_24_epochs_h"] = steps / training[f"{model}_steps_per_s"] / 3600
+    result["coco_training_steps"] = steps
+    return result
 
 
 # --------------------------------------------------------------------------------------------------- the markdown
@@ -360,47 +408,58 @@ def full_training(run: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str
 
 def markdown(record: Mapping[str, Any]) -> str:
     """The cost table of a run: seconds and peak RSS per stage and size, the exponents, the COCO extrapolation."""
-    runs, analysis = record["runs"], record["analysis"]["stages"]
-    sizes = [run["images"] for run in runs]
-    load = f"load average {record['load_average_start'][0]:.2f} at the start, {record['load_average_end'][0]:.2f} at the end"
+    runs, analysis = record["runs"], record["analysis"]
+    sizes, work = [run["images"] for run in runs], record["fixed_work"]
+    start, end = record["load_average_start"][0], record["load_average_end"][0]
     lines = [
-        f"Run of {record['created']} on {record['cpu_cores']} CPU cores, {record['threads']} thread(s) per stage ({load}), commit {record['commit'][:10]}; "
-        f"fixed work: {record['fixed_work']['mmt_max_steps']} MMT steps per phase, "
-        f"{record['fixed_work']['retrieval_max_steps']} retrieval steps, "
-        f"{record['fixed_work']['synthesis_max_captions']} synthesized captions per pass. Stand-in images and features.",
+        f"Run of {record['created']} on {record['cpu_cores']} CPU cores, {record['threads']} thread(s) per stage "
+        f"(load average {start:.2f} at the start, {end:.2f} at the end), commit {record['commit'][:10]}. Fixed work: "
+        f"{work['mmt_max_steps']} steps per MMT phase, {work['retrieval_max_steps']} retrieval steps, "
+        f"{work['synthesis_max_captions']} captions synthesized per pass. Stand-in images and features; each cell: "
+        "wall seconds, peak RSS.",
         "",
-        "| stage | "
-        + " | ".join(f"{size:,} images" for size in sizes)
-        + " | b (time) | b (RSS) | COCO 123,287 (fit) |",
-        "| --- | " + " | ".join("---:" for _ in sizes) + " | ---: | ---: | ---: |",
+        "| stage | " + " | ".join(f"{size:,} images" for size in sizes) + " | b time | b net | b RSS | COCO (fit) |",
+        "| --- | " + " | ".join("---:" for _ in sizes) + " | ---: | ---: | ---: | ---: |",
     ]
     for stage in STAGES:
+        fit = analysis["stages"][stage]
         cells = [
             f"{run['stages'][stage]['seconds']:.1f} s, {run['stages'][stage]['peak_rss_mib']:,.0f} MiB" for run in runs
         ]
-        fit = analysis[stage]
-        flag = " **super-linear**" if fit["super_linear"] else ""
+        net = "" if fit["net_seconds_exponent"] is None else f"{fit['net_seconds_exponent']:.2f}"
+        flag = " (super-linear)" if fit["super_linear"] else ""
         lines.append(
-            f"| {stage} | "
-            + " | ".join(cells)
-            + f" | {fit['seconds_exponent']:.2f}{flag} | {fit['rss_exponent']:.2f} | "
-            f"{fit['coco_seconds']:,.0f} s, {fit['coco_peak_rss_mib']:,.0f} MiB |"
+            f"| {stage} | {' | '.join(cells)} | {fit['seconds_exponent']:.2f} | {net}{flag} "
+            f"| {fit['rss_exponent']:.2f} | {fit['coco_seconds']:,.0f} s, {fit['coco_peak_rss_mib']:,.0f} MiB |"
         )
-    splits = " / ".join(
-        f"{run['splits']['train']:,}-{run['splits']['val']:,}-{run['splits']['test']:,}" for run in runs
+    splits = ", ".join(
+        f"{run['splits']['train']:,} / {run['splits']['val']:,} / {run['splits']['test']:,}" for run in runs
     )
-    full = record["analysis"]["full_training"]
+    full = analysis["full_training"]
     lines += [
         "",
-        f"Train-val-test images per size: {splits}. Tree built per size (not a stage): "
+        f"- Train / val / test images per size: {splits}.",
+        f"- Fixed cost of a stage (the mean of `{STAGES[0]}`, whose input is the same at every size): "
+        f"{analysis['fixed_seconds_per_stage']:.1f} s; b net is the exponent of the seconds beyond it.",
+        "- Building each tree (not a stage): "
         + ", ".join(f"{run['build_seconds']:.0f} s" for run in runs)
         + "; on disk after the run: "
         + ", ".join(f"{run['disk_gib']:.2f} GiB" for run in runs)
         + ".",
-        f"Retrieval trained in full at {full['from_images']:,} images (demo settings, "
-        f"{full['retrieval_steps_full']:,} steps): at most {full['retrieval_full_hours_bound']:.1f} h on this CPU "
+        f"- Retrieval trained in full at {full['from_images']:,} images ({full['retrieval_steps_full']:,} steps at "
+        f"the demo's epochs and batch): at most {full['retrieval_full_hours_bound']:.1f} h on this CPU "
         f"({full['retrieval_seconds_per_step_bound']:.2f} s per capped step, fixed costs included).",
     ]
+    gpu = analysis.get("gpu")
+    if gpu:
+        lines.append(
+            f"- At COCO size on the GPU of the [GPU figures](#gpu-figures) ({gpu['device']}, {gpu['precision']}): "
+            f"the 5K x 25K evaluation takes about {gpu['scan_eval_coco_5k_s']:.0f} s with SCAN "
+            f"({gpu['scan_eval_coco_score_share']:.0%} of it scoring the pairs; {gpu['scan_eval_1k_s']:.1f} s at "
+            f"1K x 5K) and {gpu['san_eval_coco_5k_s']:.1f} s with SAN; the paper's 24 epochs "
+            f"({gpu['coco_training_steps']:,} steps) {gpu['scan_train_coco_24_epochs_h']:.1f} h with SCAN, "
+            f"{gpu['san_train_coco_24_epochs_h']:.1f} h with SAN."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -452,15 +511,32 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     threads = str(args.threads)  # a shared machine: more threads than free cores make every step wait
     base.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    with tempfile.TemporaryDirectory(prefix="cost-curve-prefect-", dir=args.dir) as home:
-        with prefect_server(home=Path(home)) as api_url:
-            env = {**base, "PREFECT_API_URL": api_url}
-            for images, scratch in _scratches(args.dir, args.sizes):
-                record["runs"].append(measure_size(shared, scratch, images, env, params))
+    with (
+        tempfile.TemporaryDirectory(prefix="cost-curve-prefect-", dir=args.dir) as home,
+        prefect_server(home=Path(home)) as api_url,
+    ):
+        env = {**base, "PREFECT_API_URL": api_url}
+        for images, scratch in _scratches(args.dir, args.sizes):
+            record["runs"].append(measure_size(shared, scratch, images, env, params))
     record["load_average_end"] = list(os.getloadavg())
     record["bench_peak_rss_mib"] = _own_peak_mib()
-    record["analysis"] = analyse(record["runs"], params)
+    record["analysis"] = analyse(record["runs"], params, read_gpu_figures())
     write_text(args.out, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def read_gpu_figures(path: Path = GPU_FIGURES) -> dict[str, Any] | None:
+    """The GPU checks' JSON (bench/gpu_checks.py), when the repository holds one."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def reanalyse(path: Path) -> dict[str, Any]:
+    """Recompute the analysis of a finished run's JSON (with this version of the fit) and rewrite it."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    work = record["fixed_work"]
+    params = project_params(work["mmt_max_steps"], work["retrieval_max_steps"], work["synthesis_max_captions"])
+    record["analysis"] = analyse(record["runs"], params, read_gpu_figures())
+    write_text(path, json.dumps(record, indent=2) + "\n")
     return record
 
 
@@ -483,6 +559,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--retrieval-steps", type=int, default=RETRIEVAL_STEPS, help="retrieval.train.max_steps")
     parser.add_argument("--synthesis-captions", type=int, default=SYNTHESIS_CAPTIONS, help="synthesis.max_captions")
     parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
+    parser.add_argument("--reanalyse", type=Path, metavar="JSON", help="recompute a finished run's fit, rewrite it")
     parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write the table between the markers")
     args = parser.parse_args(argv)
     if args.into and not args.markdown:
@@ -496,6 +573,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.reanalyse:
+        reanalyse(args.reanalyse)
+        return
     if args.markdown:
         table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
         if args.into:

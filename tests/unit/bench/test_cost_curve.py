@@ -30,8 +30,11 @@ def test_split_sizes_follow_multi30k_and_add_up() -> None:
     # 1000 x 29000 / 31014 = 935.06, x 1014 / 31014 = 32.69, x 1000 / 31014 = 32.24: the remainder goes to val
     assert cost_curve.split_sizes(1000) == {"train": 935, "val": 33, "test": 32}
     assert cost_curve.split_sizes(60) == {"train": 56, "val": 2, "test": 2}
-    for images in (7, 999, 4000, 16000):
+    assert cost_curve.split_sizes(7) == {"train": 5, "val": 1, "test": 1}  # 6.55 / 0.23 / 0.23: one each
+    for images in (3, 999, 4000, 16000):
         assert sum(cost_curve.split_sizes(images).values()) == images
+    with pytest.raises(ValueError, match="2 images: at least 3 are needed"):
+        cost_curve.split_sizes(2)
 
 
 def test_the_tree_holds_the_real_text_of_the_first_images(shared_data: Path, tmp_path: Path) -> None:
