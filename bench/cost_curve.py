@@ -136,14 +136,16 @@ def stand_in_jpeg() -> bytes:
     return buffer.getvalue()
 
 
-def write_features(path: Path, images: int, rng: np.random.Generator, chunk: int = 256) -> None:
-    """Seeded random float16 regions (images, 36, 2048), written in chunks so this process stays small."""
-    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(images, REGIONS, DIM))
-    for start in range(0, images, chunk):
-        rows = min(chunk, images - start)
-        array[start : start + rows] = (rng.random((rows, REGIONS, DIM), dtype=np.float32) * 8).astype(np.float16)
-    array.flush()
-    del array
+def write_features(path: Path, images: int, rng: np.random.Generator, chunk: int = 64) -> None:
+    """Seeded random float16 regions (images, 36, 2048) as a .npy file, written chunk by chunk through a file (not
+    a memory map, whose written pages would count in this process's RSS: a child started from it inherits that peak
+    in its ``ru_maxrss``), so this process stays small."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)), "fortran_order": False}
+    with path.open("wb") as output:
+        np.lib.format.write_array_header_1_0(output, {**header, "shape": (images, REGIONS, DIM)})
+        for start in range(0, images, chunk):
+            rows = min(chunk, images - start)
+            output.write((rng.random((rows, REGIONS, DIM), dtype=np.float32) * 8).astype(np.float16).tobytes())
 
 
 def build_tree(shared: Path, raw: Path, images: int, seed: int = 0) -> dict[str, int]:
