@@ -247,7 +247,8 @@ def stage_commands(dvc_yaml: Path) -> dict[str, str]:
 
 
 def run_measured(command: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path) -> dict[str, float]:
-    """Run ``command`` to its end; its wall seconds and peak RSS (MiB, covering the processes it waited for)."""
+    """Run ``command`` to its end; its wall seconds, CPU seconds (user + system) and peak RSS (MiB), each covering
+    the processes it waited for."""
     with log.open("ab") as output:
         started = time.perf_counter()
         child = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=output, stderr=subprocess.STDOUT)
@@ -257,7 +258,8 @@ def run_measured(command: Sequence[str], cwd: Path, env: Mapping[str, str], log:
     if child.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
         raise SystemExit(f"{shlex.join(command)} failed ({child.returncode}); the end of {log}:\n{tail}")
-    return {"seconds": seconds, "peak_rss_mib": usage.ru_maxrss / 1024}  # ru_maxrss: KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime  # far less sensitive than wall time to what else the machine runs
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": usage.ru_maxrss / 1024}  # maxrss: KiB
 
 
 def measure_size(shared: Path, scratch: Path, images: int, env: Mapping[str, str], params: dict[str, Any]) -> dict:
@@ -337,6 +339,7 @@ def analyse(runs: Sequence[Mapping[str, Any]], params: Mapping[str, Any], gpu: M
     sizes = [run["images"] for run in runs]
     fixed = [run["stages"][STAGES[0]]["seconds"] for run in runs]
     fixed_cost = float(np.mean(fixed))
+    fixed_cpu = [run["stages"][STAGES[0]].get("cpu_seconds") for run in runs]
     stages: dict[str, Any] = {}
     for stage in STAGES:
         seconds = [run["stages"][stage]["seconds"] for run in runs]
@@ -349,11 +352,18 @@ def analyse(runs: Sequence[Mapping[str, Any]], params: Mapping[str, Any], gpu: M
             grown = max(seconds[-1], a * COCO["images"] ** b)
         else:
             grown = fixed_cost + net_fit[0] * COCO["images"] ** net_fit[1]
+        cpu = [run["stages"][stage].get("cpu_seconds") for run in runs]
+        cpu_b = growth_exponent(sizes, cpu) if None not in cpu else None
+        net_cpu = [value - base for value, base in zip(cpu, fixed_cpu, strict=True)] if cpu_b is not None else []
+        net_cpu_b = growth_exponent(sizes, net_cpu) if net_cpu and stage != STAGES[0] and min(net_cpu) > 0 else None
+        exponents = [value for value in (b, net_fit[1] if net_fit else None, cpu_b, net_cpu_b) if value is not None]
         stages[stage] = {
             "seconds_exponent": b,
             "net_seconds_exponent": None if net_fit is None else net_fit[1],
+            "cpu_seconds_exponent": cpu_b,
+            "net_cpu_seconds_exponent": net_cpu_b,
             "rss_exponent": rss_b,
-            "super_linear": max(b, net_fit[1] if net_fit else b) > SUPER_LINEAR,
+            "super_linear": max(exponents) > SUPER_LINEAR,
             "coco_seconds": grown,
             "coco_peak_rss_mib": rss_a * COCO["images"] ** rss_b,
         }
@@ -420,18 +430,21 @@ def markdown(record: Mapping[str, Any]) -> str:
         f"{work['synthesis_max_captions']} captions synthesized per pass. Stand-in images and features; each cell: "
         "wall seconds, peak RSS.",
         "",
-        "| stage | " + " | ".join(f"{size:,} images" for size in sizes) + " | b time | b net | b RSS | COCO (fit) |",
-        "| --- | " + " | ".join("---:" for _ in sizes) + " | ---: | ---: | ---: | ---: |",
+        "| stage | "
+        + " | ".join(f"{size:,} images" for size in sizes)
+        + " | b wall | b wall net | b CPU | b CPU net | b RSS | COCO (fit) |",
+        "| --- | " + " | ".join("---:" for _ in sizes) + " | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for stage in STAGES:
         fit = analysis["stages"][stage]
-        cells = [
-            f"{run['stages'][stage]['seconds']:.1f} s, {run['stages'][stage]['peak_rss_mib']:,.0f} MiB" for run in runs
-        ]
-        net = "" if fit["net_seconds_exponent"] is None else f"{fit['net_seconds_exponent']:.2f}"
+        cells = [_cell(run["stages"][stage]) for run in runs]
+        net, cpu, net_cpu = (
+            _exponent(fit.get(key))
+            for key in ("net_seconds_exponent", "cpu_seconds_exponent", "net_cpu_seconds_exponent")
+        )
         flag = " (super-linear)" if fit["super_linear"] else ""
         lines.append(
-            f"| {stage} | {' | '.join(cells)} | {fit['seconds_exponent']:.2f} | {net}{flag} "
+            f"| {stage}{flag} | {' | '.join(cells)} | {fit['seconds_exponent']:.2f} | {net} | {cpu} | {net_cpu} "
             f"| {fit['rss_exponent']:.2f} | {fit['coco_seconds']:,.0f} s, {fit['coco_peak_rss_mib']:,.0f} MiB |"
         )
     splits = ", ".join(
@@ -441,8 +454,10 @@ def markdown(record: Mapping[str, Any]) -> str:
     lines += [
         "",
         f"- Train / val / test images per size: {splits}.",
+        f"- Peak RSS of the bench process itself (every stage's figure includes at least this): "
+        f"{record['bench_peak_rss_mib']:,.0f} MiB.",
         f"- Fixed cost of a stage (the mean of `{STAGES[0]}`, whose input is the same at every size): "
-        f"{analysis['fixed_seconds_per_stage']:.1f} s; b net is the exponent of the seconds beyond it.",
+        f"{analysis['fixed_seconds_per_stage']:.1f} s; the net exponents are those of the seconds beyond it.",
         "- Building each tree (not a stage): "
         + ", ".join(f"{run['build_seconds']:.0f} s" for run in runs)
         + "; on disk after the run: "
@@ -463,6 +478,15 @@ def markdown(record: Mapping[str, Any]) -> str:
             f"{gpu['san_train_coco_24_epochs_h']:.1f} h with SAN."
         )
     return "\n".join(lines) + "\n"
+
+
+def _cell(cost: Mapping[str, float]) -> str:
+    cpu = f" ({cost['cpu_seconds']:.1f} s CPU)" if "cpu_seconds" in cost else ""
+    return f"{cost['seconds']:.1f} s{cpu}, {cost['peak_rss_mib']:,.0f} MiB"
+
+
+def _exponent(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
 
 
 def replace_between_markers(document: Path, table: str) -> None:
