@@ -55,6 +55,8 @@ def synthesize(
 ) -> dict[str, int]:
     captions = read_prepared(paths.prepared).captions
     sources = select_sources(captions, lang=pivot, split="train", kinds=config.kinds)
+    if config.max_captions is not None:
+        sources = sources.slice(0, config.max_captions)
     passes: dict[Origin, list[pa.Table]] = {}  # origin -> the outputs of hops 1..config.hops
     for origin in origins:
         previous = sources

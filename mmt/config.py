@@ -161,6 +161,8 @@ class SynthesisConfig:
         beam: Beam width.
         hops: Translation passes per system (:func:`~mmt.synthesis.hop_languages`): 1 forward only, 2 forward and
             back, ...
+        max_captions: Translate only the first this many source captions (in table order), if set: a fixed
+            sample whatever the corpus size (cost measurements, smoke runs); the others get no synthesized caption.
     """
 
     kinds: tuple[Literal["comparable", "translation"], ...] = ("comparable",)
@@ -168,6 +170,7 @@ class SynthesisConfig:
     batch_size: int = 64
     beam: int = 5
     hops: int = 2
+    max_captions: int | None = None
 
     def __post_init__(self) -> None:
         check_not_empty("kinds", self.kinds, "kind of caption (comparable, translation)")
@@ -175,6 +178,8 @@ class SynthesisConfig:
         check_range("batch_size", self.batch_size, 1, 65_536)
         check_range("beam", self.beam, 1, 64)
         check_range("hops", self.hops, 1, MAX_HOPS)
+        if self.max_captions is not None:
+            check_range("max_captions", self.max_captions, 1, 100_000_000)
 
 
 @dataclass(frozen=True)

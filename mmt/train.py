@@ -79,6 +79,8 @@ class TrainConfig:
             each epoch and trained in batches of their own between the batches of the training data: mixed
             fine-tuning (Chu et al. 2017), which keeps what pre-training taught about words the fine-tuning data
             never says; 0 trains on the training data alone.
+        max_steps: Stop after this many steps (mixed batches count), validating once there, if set: a fixed
+            amount of work whatever the corpus size (cost measurements, smoke runs).
     """
 
     epochs: int = 100
@@ -90,6 +92,7 @@ class TrainConfig:
     sort_chunk: int = 20
     visual_lr_scale: float = 1.0
     mixed_pairs: int = 0
+    max_steps: int | None = None
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -101,6 +104,8 @@ class TrainConfig:
         check_range("sort_chunk", self.sort_chunk, 1, 10_000)
         check_positive("visual_lr_scale", self.visual_lr_scale, below=1000.0)
         check_range("mixed_pairs", self.mixed_pairs, 0, 100_000_000)
+        if self.max_steps is not None:
+            check_range("max_steps", self.max_steps, 1, 100_000_000)
 
 
 @dataclass(frozen=True)
@@ -425,9 +430,9 @@ def fit(
                 losses = []
             if progress is not None:
                 progress(report)
-            if selection.exhausted:
+            if selection.exhausted or step == config.max_steps:
                 break
-        if selection.exhausted:
+        if selection.exhausted or step == config.max_steps:
             break
         if resume is not None and is_writer():
             resume.save(

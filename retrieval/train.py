@@ -62,6 +62,8 @@ class TrainConfig:
     c2c_probability: Chance that a step is a caption-caption step (Kádár et al.: 0.5; 0 = off).
     warmup_epochs: Epochs trained with the sum of hinges (Eq. 8) before the configured loss (VSE∞'s warm-up:
         hardest negatives from the first step can collapse every score to one value, VSE++ issue #27).
+    max_steps: Stop after this many steps, validating the epoch they end in, if set: a fixed amount of work
+        whatever the corpus size (cost measurements, smoke runs).
     """
 
     epochs: int = 24
@@ -74,6 +76,7 @@ class TrainConfig:
     patience: int = 0
     c2c_probability: float = 0.0
     warmup_epochs: int = 0
+    max_steps: int | None = None
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -86,6 +89,8 @@ class TrainConfig:
         check_range("patience", self.patience, 0, 10_000)
         check_fraction("c2c_probability", self.c2c_probability)
         check_range("warmup_epochs", self.warmup_epochs, 0, 10_000)
+        if self.max_steps is not None:
+            check_range("max_steps", self.max_steps, 1, 100_000_000)
 
 
 @dataclass
@@ -218,6 +223,8 @@ def fit(
                 )
                 losses.append(value)
             step += 1
+            if step == config.max_steps:
+                break
         seconds = time.perf_counter() - started
         metrics = {
             lang: evaluate(model, captions, regions, device=device, batch_size=eval_batch_size, autocast=autocast)
@@ -239,7 +246,7 @@ def fit(
             result.best_epoch, result.best_rsum = number, rsum
             best_state = copy.deepcopy(model.state_dict())
         stopped = not improved and config.patience > 0 and number - result.best_epoch >= config.patience
-        finished = stopped or number == config.epochs
+        finished = stopped or number == config.epochs or step == config.max_steps  # None: no cap
         if finished and best_state is not None:
             model.load_state_dict(best_state)
         _save(resume, _epoch_state(number, finished, model, optimizer, rng, result, best_state))

@@ -219,6 +219,25 @@ def test_training_that_ends_between_two_validations_is_validated_once_more(tmp_p
     assert steps == [1, 2, 3, 4, 4] and result.best_step == 4
 
 
+def test_max_steps_stops_mid_epoch_and_validates_there(tmp_path: Path) -> None:
+    """8 pairs in batches of 2 are 4 steps an epoch: a cap of 6 stops in epoch 2, validated once at its step."""
+    reports: list[dict[str, float]] = []
+    result = fit(
+        new_model(),
+        toy_pairs(),
+        regions=None,
+        evaluate=lambda model: 1.0,
+        config=TrainConfig(epochs=50, batch_size=2, max_steps=6),
+        seed=0,
+        device=CPU,
+        autocast=no_autocast,
+        checkpoint_path=tmp_path / "best",
+        progress=reports.append,
+    )
+    assert [(record["epoch"], record["step"]) for record in result.history] == [(1, 4), (2, 6)]
+    assert [report["step"] for report in reports] == [1, 2, 3, 4, 5, 6, 6]
+
+
 def _fit_with_mixing(tmp_path: Path, mixed_pairs: int, mixed: Sequence[Example], progress=None) -> RegionalMMT:
     """Multimodal training on pairs whose tokens are 1-12 (target 13-24), with ``mixed`` text-only pairs beside."""
     features, mask = random_regions([2, 3], max_regions=3, dim=SHAPE.region_dim, seed=2)

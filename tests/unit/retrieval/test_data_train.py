@@ -159,6 +159,14 @@ def test_fit_learns_the_toy_task_and_keeps_the_best_epoch(caplog: pytest.LogCapt
     assert metrics["t2i"]["r5"] >= 80.0
 
 
+def test_max_steps_ends_training_in_the_epoch_it_reaches_and_validates_that_epoch() -> None:
+    _, result, (encoded, _, _), _ = train_toy("san", epochs=6, max_steps=8)
+    per_epoch = len(BalancedSampler(encoded.synthetic, 12, 0.5, 0).batches(0))  # type: ignore[attr-defined]
+    assert per_epoch == 6  # 48 captions in balanced batches of 12: the cap of 8 falls in epoch 2
+    assert [entry["epoch"] for entry in result.history] == [1, 2]  # type: ignore[attr-defined]
+    assert result.history[-1]["val_rsum"] is not None  # type: ignore[attr-defined]
+
+
 def test_fit_is_deterministic() -> None:
     first = train_toy("vsepp", epochs=2)[1]
     second = train_toy("vsepp", epochs=2)[1]
