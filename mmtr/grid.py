@@ -8,7 +8,8 @@ workspace as a serial `dvc repro` leaves it.
    its DVC cache. On several GPUs each run claims one of its own (:mod:`common.gpu_slots`).
 3. Gather: each finished experiment's outputs are copied from its commit (the model folder from the shared cache,
    the git-tracked metrics, notes and learning curve from the commit itself), `dvc commit` writes their dvc.lock
-   entries, each checked against the experiment's own, and `dvc repro` of `report` writes the report.
+   entries, each checked against the experiment's own; then `dvc repro` finds the runs done and runs what is left
+   (the report, and any stage the runs do not need, such as `export`), as a serial `dvc repro` would.
 
 Why not let a plain `dvc repro` restore the runs from DVC's run-cache: DVC saves no run-cache entry for a stage
 with an uncached output that is neither a metric nor a plot (a run's notes and learning curve), so it would train
@@ -58,11 +59,10 @@ class QueueStatus:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a grid runs: the upstream stages to bring up to date, the retrieval stages, the report."""
+    """What a grid runs: the upstream stages to bring up to date, the retrieval stages; where the report goes."""
 
     upstream: tuple[str, ...]
     runs: tuple[str, ...]  # every train_retrieval@<run> stage of the params
-    report: str
     reports_folder: str
 
 
@@ -84,7 +84,7 @@ def plan(params_file: Path) -> Plan:
         for name, stage in ((group if key is None else f"{group}@{key}", stage) for key, stage in members.items())
     }
     upstream = tuple(name for name, stage in stages.items() if any(_covers(out, reads) for out in stage.outs))
-    return Plan(upstream, tuple(f"{RETRIEVAL}@{key}" for key in runs), REPORT, params.paths.reports)
+    return Plan(upstream, tuple(f"{RETRIEVAL}@{key}" for key in runs), params.paths.reports)
 
 
 def _covers(out: str, reads: Iterable[str]) -> bool:
@@ -212,7 +212,7 @@ class Grid:
                 f"{len(failed)} of {len(pending)} retrieval runs failed ({', '.join(failed)}): their logs are above "
                 f"(dvc queue logs <run>); the others are gathered, so `mmtr grid` again trains these alone"
             )
-        self.dvc(repro_command([plan_.report]))
+        self.dvc(repro_command([]))  # the report, and whatever else a serial `dvc repro` would run
         self.say(f"grid: the report is in {plan_.reports_folder}/ (results.md, index.html)")
 
     def dry_run(self, plan_: Plan) -> None:
@@ -224,7 +224,7 @@ class Grid:
         self.say("$ " + " ".join(start_command(self.jobs)))
         self.say("# wait for the queue, then gather: outputs from each experiment's commit, then")
         self.say("$ " + " ".join(commit_command(pending)))
-        self.say("$ " + " ".join(repro_command([plan_.report])))
+        self.say("$ " + " ".join(repro_command([])))
 
     def track_lock(self) -> None:
         """A queued experiment starts from the commit plus the changes of tracked files: an untracked dvc.lock (a
@@ -245,19 +245,23 @@ class Grid:
         try:
             for stage in stages:
                 self.dvc(queue_command(stage))
-            mine = {task.id for task in self.queue_status().tasks if task.id not in before}
+            mine = {task.id: task.name for task in self.queue_status().tasks if task.id not in before}
+            if sorted(mine.values()) != sorted(by_name):
+                raise InputError(
+                    f"`dvc queue status` lists {sorted(mine.values())}, not the runs queued: {sorted(by_name)}"
+                )
             env = worker_env(os.environ, self.jobs, os.cpu_count() or 1, self.slots_folder())
             self.dvc(start_command(self.jobs), env=env)
-            tasks = self.wait(mine)
+            tasks = self.wait(set(mine))
         except processes.Stopped:
             self.stop_queue({task.id for task in self.queue_status().tasks} - before)
             raise
         self.stop_idle_workers()
-        failed = [by_name[task.name] for task in tasks if task.status == "Failed"]
-        for task in tasks:
-            if task.status == "Failed":
-                self.show_log(by_name[task.name], task)
-        done = [by_name[task.name] for task in tasks if task.status == "Success"]
+        status = {by_name[task.name]: task for task in tasks}
+        failed = [stage for stage in stages if status[stage].status == "Failed"]  # in DAG order
+        for stage in failed:
+            self.show_log(stage, status[stage])
+        done = [stage for stage in stages if status[stage].status == "Success"]
         if done:
             self.gather(baseline, done)
         return failed

@@ -79,10 +79,11 @@ def test_grid_trains_on_the_queue_and_gathers_what_a_serial_repro_gives(
     out = run([sys.executable, "-m", "mmtr.cli", "grid", "--jobs", "2"], root, env)
     assert "grid: 2 of 2 retrieval runs to train, 2 at a time" in out
     assert "grid: 2 done, 0 running, 0 queued, 0 failed" in out
-    # the queue trained them: the gathering repro found them done and ran the report alone
+    # the queue trained them: the closing `dvc repro` found them done and ran what they do not need
     assert "Running stage 'train_retrieval" not in out
     assert all(f"Stage 'train_retrieval@{name}' didn't change, skipping" in out for name in RUNS)
-    assert "Running stage 'report'" in out and "grid: the report is in data/reports/" in out
+    assert "Running stage 'report'" in out and "Running stage 'export'" in out
+    assert "grid: the report is in data/reports/" in out
     queue = run(["dvc", "queue", "status"], root, env)
     assert all(any(name in line and "Success" in line for line in queue.splitlines()) for name in RUNS), queue
     logs = run(["dvc", "queue", "logs", RUNS[0]], root, env)
@@ -97,3 +98,22 @@ def test_grid_trains_on_the_queue_and_gathers_what_a_serial_repro_gives(
     assert (root / "data/reports/results.md").read_text() == (serial / "data/reports/results.md").read_text()
     assert "Running stage" not in run(["dvc", "repro"], root, env)  # nothing left to do
     assert "Running stage" not in run([sys.executable, "-m", "mmtr.cli", "grid"], root, env)
+
+    # a run that fails is named with the end of its log, and nothing of it is gathered
+    code = root / "flows" / "train_retrieval.py"
+    future = "from __future__ import annotations\n"
+    broken = f'{future}raise SystemExit("the retrieval code is broken")\n'
+    code.write_text(code.read_text(encoding="utf-8").replace(future, broken))
+    lock_before = (root / "dvc.lock").read_text(encoding="utf-8")
+    failed = subprocess.run(
+        [sys.executable, "-m", "mmtr.cli", "grid", "--jobs", "2"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    for name in RUNS:
+        assert f"grid: train_retrieval@{name} failed (experiment {name}); the end of its log:" in failed.stderr
+    assert "  the retrieval code is broken" in failed.stderr
+    assert (
+        "mmtr: error: 2 of 2 retrieval runs failed (train_retrieval@san-none-all, train_retrieval@san-mmt_f-all)"
+        in failed.stderr
+    )
+    assert (root / "dvc.lock").read_text(encoding="utf-8") == lock_before
