@@ -102,8 +102,10 @@ def repro_command(stages: Sequence[str]) -> list[str]:
 
 
 def queue_command(stage: str) -> list[str]:
-    """Queue ``stage`` alone: its upstream stages are the workspace's (brought up to date first), never rerun."""
-    return ["dvc", "exp", "run", "--queue", "--single-item", "--name", run_name(stage), stage]
+    """Queue ``stage`` alone: its upstream stages are the workspace's (brought up to date first), never rerun.
+    ``--force`` replaces an experiment of the same name and commit (an earlier grid's run that failed, or ran on
+    settings since changed); the stage is pending anyway, so forcing it reruns nothing else."""
+    return ["dvc", "exp", "run", "--queue", "--single-item", "--force", "--name", run_name(stage), stage]
 
 
 def start_command(jobs: int) -> list[str]:

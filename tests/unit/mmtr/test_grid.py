@@ -51,7 +51,7 @@ def test_the_plan_is_every_retrieval_run_and_the_stages_they_read(tmp_path: Path
 
 def test_command_lines() -> None:
     assert queue_command("train_retrieval@san-none-all") == [
-        *("dvc", "exp", "run", "--queue", "--single-item", "--name", "san-none-all"),
+        *("dvc", "exp", "run", "--queue", "--single-item", "--force", "--name", "san-none-all"),
         "train_retrieval@san-none-all",
     ]
     assert start_command(4) == ["dvc", "queue", "start", "--jobs", "4"]
