@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 # from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
 PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal
 
-.PHONY: install demo ui plots test test-fast lint docs clean-venv
+.PHONY: install demo grid ui plots test test-fast lint docs clean-venv
 
 install: $(STAMP)
 
@@ -27,6 +27,12 @@ $(STAMP): pyproject.toml constraints.txt
 # pipeline run per call in the UI; Ctrl-C or kill stops every process it started (docs/prefect-ui.md, "Stopping a run").
 demo: $(STAMP)
 	PATH="$(BIN):$$PATH" python -m mmtr.local_server run -- python -m flows.pipeline --record data/work/pipeline-stages.json
+
+# The retrieval runs as queued DVC experiments, JOBS at a time (default 2), then the report (docs/scaling.md,
+# "The retrieval grid in parallel").
+JOBS ?= 2
+grid: $(STAMP)
+	PATH="$(BIN):$$PATH" python -m mmtr.cli grid --jobs $(JOBS)
 
 # The Prefect UI on the demo's database (http://127.0.0.1:4200 unless that port is taken); Ctrl-C or kill stops
 # the server.

@@ -13,12 +13,14 @@ import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
 
 from common.checks import check
 from common.distributed import joined
+from common.gpu_slots import held_gpu
 
 Precision = Literal["fp32", "bf16", "fp16"]
 AutocastFactory = Callable[[], AbstractContextManager[object]]
@@ -73,10 +75,17 @@ class Runtime:
         check_device("device", self.device)
 
     @classmethod
-    def resolve(cls, device: str, precision: Precision) -> Runtime:
+    def resolve(cls, device: str, precision: Precision, gpu_slots: Path | None = None) -> Runtime:
         """The runtime of the ``device`` and ``precision`` settings: an explicit CUDA device is checked here, at the
-        flow's edge (a clear error before any work); ``auto`` stays ``auto``, for each process to resolve."""
+        flow's edge (a clear error before any work); ``auto`` stays ``auto``, for each process to resolve.
+
+        With ``gpu_slots`` (a folder), ``auto`` on a machine of several CUDA devices becomes the first GPU no other
+        stage process holds, claimed for this process's life (:mod:`common.gpu_slots`): stages run side by side
+        (queued experiments) take a GPU each. Under torchrun each rank has its GPU already (``LOCAL_RANK``)."""
         resolved = resolve_device(device)
+        count = torch.cuda.device_count() if resolved.type == "cuda" else 0
+        if device == "auto" and gpu_slots is not None and count > 1 and not joined():
+            return cls(f"cuda:{held_gpu(gpu_slots, count)}", precision)
         return cls("auto" if device == "auto" else str(resolved), precision)
 
     def torch_device(self) -> torch.device:

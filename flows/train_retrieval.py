@@ -24,6 +24,7 @@ from prefect import flow, tags
 
 from common.errors import InputError
 from common.files import atomic_dir, remove_stale_temporaries
+from common.gpu_slots import slots_folder
 from common.runtime import Runtime
 from corpora.languages import Languages
 from mmtr.params import Params
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def body(args: argparse.Namespace, params: Params) -> None:
         check_names(args.model, args.variant, args.role, params)
-        runtime = Runtime.resolve(params.device, params.precision)
+        runtime = Runtime.resolve(params.device, params.precision, slots_folder(params.paths.work))
         run_tags_ = (
             *run_tags("train_retrieval"),
             f"model:{args.model}",

@@ -266,6 +266,20 @@ def profile(args: argparse.Namespace) -> None:
             raise SystemExit(done.returncode)
 
 
+def grid(args: argparse.Namespace) -> None:
+    """Train the retrieval runs as queued DVC experiments, ``--jobs`` at a time, then gather them and the report."""
+    from mmtr.grid import grid as run_grid
+    from mmtr.profiles import apply_profile, profile_summary
+
+    if args.profile:
+        if args.dry_run:
+            raise ParamsError(f"--dry-run changes nothing: apply the profile first (mmtr profile {args.profile})")
+        apply_profile(args.profile, Path(args.params), Path(args.params))
+        print(f"{args.params}: profile {args.profile} applied: {profile_summary(args.profile)}")
+        write_dag(Path(args.params))
+    run_grid(Path(args.params), args.jobs, dry_run=args.dry_run)
+
+
 def dag(args: argparse.Namespace) -> None:
     """Write dvc.yaml from the params file (or, with --check, exit 1 when it is not the one they give)."""
     from mmtr.dvc_yaml import update_dvc_yaml
@@ -340,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", help="write the merged params here instead of over --params")
     prof.add_argument("--run", dest="run_experiment", action="store_true", help="then run it: dvc exp run -n <name>")
     prof.set_defaults(run=profile)
+    queued = commands.add_parser(
+        "grid", help="train the retrieval runs as queued DVC experiments, several at once, then write the report"
+    )
+    queued.add_argument("--params", default="params.yaml", help="the params file in the repository root")
+    queued.add_argument(
+        "--jobs", "-j", type=positive_int, default=2, help="queue workers: runs trained at once (default 2)"
+    )
+    queued.add_argument("--profile", help="merge this profile into --params first, as `mmtr profile <name>` does")
+    queued.add_argument("--dry-run", action="store_true", help="print the commands it would run; change nothing")
+    queued.set_defaults(run=grid)
     schema_command = commands.add_parser("schema", help="print the JSON schema of params.yaml (for editors)")
     schema_command.add_argument("--out", help="write it to this file instead (the repository keeps params.schema.json)")
     schema_command.set_defaults(run=schema)
