@@ -54,6 +54,7 @@ import numpy as np
 import yaml
 
 from common.files import write_text
+from mmtr.doc_sections import replace_section
 from mmtr.local_server import prefect_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ SUPER_LINEAR = 1.15
 COCO = {"images": 123_287, "train": 113_287, "val": 5_000, "test": 5_000}
 # Full training at Flickr30K/COCO size, as the paper and the demo params do it
 PAPER_RETRIEVAL_EPOCHS, RETRIEVAL_BATCH = 24, 128
-MARKERS = ("<!-- cost-curve:start -->", "<!-- cost-curve:end -->")
+SECTION = "cost-curve"  # the docs section this bench writes (mmtr.doc_sections)
 
 
 # ------------------------------------------------------------------------------------------------ the scratch tree
@@ -495,15 +496,6 @@ def _exponent(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
-def replace_between_markers(document: Path, table: str) -> None:
-    """Put ``table`` between the two MARKERS lines of ``document``."""
-    text = document.read_text(encoding="utf-8")
-    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{document}: needs the lines {MARKERS[0]} and {MARKERS[1]}, in that order")
-    write_text(document, text[: start + len(MARKERS[0])] + "\n\n" + table + "\n" + text[end:])
-
-
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -611,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.markdown:
         table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
         if args.into:
-            replace_between_markers(args.into, table)
+            replace_section(args.into, SECTION, table)
         else:
             print(table, end="")
         return

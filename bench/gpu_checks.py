@@ -90,13 +90,14 @@ from features.bottom_up.model import BottomUpAttention, BUTDConfig
 from features.regions import FixedRegions
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.train import TrainConfig, collate
+from mmtr.doc_sections import replace_section
 from retrieval.zoo.scan import SCAN, SCANConfig
 from tests.unit.features.bottom_up.helpers import TINY as TINY_BUTD
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "mmtr" / "profiles" / "paper_sizes.yaml"
 DEFAULT_OUT = REPO / "bench" / "results" / "gpu_checks.json"
-MARKERS = ("<!-- gpu-figures:start -->", "<!-- gpu-figures:end -->")
+SECTION = "gpu-figures"  # the docs section this bench writes (mmtr.doc_sections)
 CUDA_TEST = re.compile(r"pytest\.mark\.gpu|skipif\([^)]*cuda")  # a test module that needs (or checks for) CUDA
 EXTRACTION_RUNS = 10  # the most timed extraction calls per batch size (their median is reported)
 DECODE_BATCHES = 8  # the most decoding batches timed (their regions are held in RAM)
@@ -739,15 +740,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")[:160]
 
 
-def replace_between_markers(document: Path, table: str) -> None:
-    """Put ``table`` between the two MARKERS lines of ``document``."""
-    text = document.read_text(encoding="utf-8")
-    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{document}: needs the lines {MARKERS[0]} and {MARKERS[1]}, in that order")
-    write_text(document, text[: start + len(MARKERS[0])] + "\n\n" + table + "\n" + text[end:])
-
-
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -774,7 +766,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         table = markdown(read_json(args.markdown))
         if args.into:
-            replace_between_markers(args.into, table)
+            replace_section(args.into, SECTION, table)
         else:
             print(table, end="")
         return

@@ -59,11 +59,12 @@ from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.text import EOS_ID, UNK_ID, SubwordConfig, TextPipeline
 from mmt.train import Example, TrainConfig, _update, collate, length_batches, mmt_loss, parameter_groups
 from mmt.translator import MMTTranslator
+from mmtr.doc_sections import replace_section
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH / "results" / "peer_joeynmt.json"
 DRIVER = BENCH / "joeynmt_driver.py"
-MARKERS = ("<!-- peer_joeynmt:start -->", "<!-- peer_joeynmt:end -->")
+SECTION = "peer_joeynmt"  # the docs section this bench writes (mmtr.doc_sections)
 MAX_LEN = 100  # subwords per sentence (the project's max_len) and the greedy decoding limit of both systems
 SMALL_PAIRS, SMALL_VAL = 2000, 100
 
@@ -467,15 +468,6 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between_markers(document: Path, table: str) -> None:
-    """Put ``table`` between the two MARKERS lines of ``document``."""
-    text = document.read_text(encoding="utf-8")
-    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{document}: needs the lines {MARKERS[0]} and {MARKERS[1]}, in that order")
-    write_text(document, text[: start + len(MARKERS[0])] + "\n\n" + table + "\n" + text[end:])
-
-
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -519,7 +511,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
         if args.into:
-            replace_between_markers(args.into, table)
+            replace_section(args.into, SECTION, table)
         else:
             print(table, end="")
         return

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from common.files import write_text
+from mmtr.doc_sections import replace_section
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = {"train_mmt": "tests/flows/test_train_mmt_resume.py", "train_retrieval": "tests/flows/test_retrieval_resume.py"}
 PREFIX = "resume timings "
-MARKERS = ("<!-- resume-timings:start -->", "<!-- resume-timings:end -->")
+SECTION = "resume-timings"  # the docs section this bench writes (mmtr.doc_sections)
 
 
 def measure(stage: str) -> dict[str, Any]:
@@ -84,14 +85,6 @@ def markdown(record: dict[str, Any]) -> str:
     return textwrap.fill(sentence, width=120, break_on_hyphens=False, break_long_words=False) + "\n"
 
 
-def replace_between_markers(document: Path, text: str) -> None:
-    content = document.read_text(encoding="utf-8")
-    start, end = content.find(MARKERS[0]), content.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{document}: needs the lines {MARKERS[0]} and {MARKERS[1]}, in that order")
-    write_text(document, content[: start + len(MARKERS[0])] + "\n\n" + text + "\n" + content[end:])
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=sorted(TESTS), help="the training stage whose resume test runs")
@@ -104,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         sentence = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
         if args.into:
-            replace_between_markers(args.into, sentence)
+            replace_section(args.into, SECTION, sentence)
         else:
             print(sentence, end="")
         return

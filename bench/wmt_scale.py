@@ -53,10 +53,11 @@ import numpy as np  # noqa: E402  (after the path above; heavy modules are impor
 import psutil  # noqa: E402
 
 from common.files import read_json, read_lines, write_json, write_text  # noqa: E402
+from mmtr.doc_sections import replace_section  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "wmt_scale.json"
 STEPS = ("build", "prepare", "subword", "encode", "train")
-MARKERS = ("<!-- wmt-figures:start -->", "<!-- wmt-figures:end -->")
+SECTION = "wmt-figures"  # the docs section this bench writes (mmtr.doc_sections)
 WMT_SAMPLE = Path("wmt-sample") / "opennmt-toy-ende"
 MULTI30K = Path("multi30k") / "task1" / "raw"
 SEED = 1
@@ -434,15 +435,6 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between_markers(document: Path, table: str) -> None:
-    """Put ``table`` between the two MARKERS lines of ``document``."""
-    text = document.read_text(encoding="utf-8")
-    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{document}: needs the lines {MARKERS[0]} and {MARKERS[1]}, in that order")
-    write_text(document, text[: start + len(MARKERS[0])] + "\n\n" + table + "\n" + text[end:])
-
-
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -478,7 +470,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         table = markdown(read_json(args.markdown))
         if args.into:
-            replace_between_markers(args.into, table)
+            replace_section(args.into, SECTION, table)
         else:
             print(table, end="")
     elif args.step:

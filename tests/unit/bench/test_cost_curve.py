@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bench import cost_curve
+from mmtr.doc_sections import markers
 
 
 def test_growth_exponent_is_the_log_log_slope() -> None:
@@ -70,7 +71,8 @@ def test_a_small_run_measures_every_stage_and_writes_its_table(shared_data: Path
         seconds = [run["stages"][stage]["seconds"] for run in record["runs"]]
         assert fit["seconds_exponent"] == pytest.approx(math.log(seconds[1] / seconds[0]) / math.log(2))
     assert not list(tmp_path.glob("cost-curve-*")), "every scratch tree is deleted"
-    doc.write_text(f"before\n{cost_curve.MARKERS[0]}\nold\n{cost_curve.MARKERS[1]}\nafter\n", encoding="utf-8")
+    start, end = markers(cost_curve.SECTION)
+    doc.write_text(f"before\n{start}\nold\n{end}\nafter\n", encoding="utf-8")
     cost_curve.main(["--markdown", str(out), "--into", str(doc)])
     text = doc.read_text(encoding="utf-8")
     assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from common.runtime import Runtime
+from mmtr.doc_sections import markers
 
 REPO = Path(__file__).resolve().parents[3]
 BENCH = REPO / "bench"
@@ -169,7 +170,7 @@ def test_markdown_table_from_the_json(gpu_checks: ModuleType) -> None:
 
 def test_markdown_into_a_document_replaces_what_is_between_the_markers(gpu_checks: ModuleType, tmp_path: Path) -> None:
     document = tmp_path / "scaling.md"
-    start, end = gpu_checks.MARKERS
+    start, end = markers(gpu_checks.SECTION)
     document.write_text(f"# Scaling\n\n{start}\nold table\n{end}\n\nAfter.\n")
     record = tmp_path / "gpu.json"
     record.write_text(json.dumps(RECORD))

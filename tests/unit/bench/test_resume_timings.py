@@ -1,12 +1,8 @@
-"""bench/resume_timings.py: the docs' sentence comes from the JSON alone and lands between the markers."""
+"""bench/resume_timings.py: the docs' sentence comes from the JSON alone."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from bench.resume_timings import MARKERS, markdown, replace_between_markers
+from bench.resume_timings import markdown
 
 RECORD = {
     "bench": "resume_timings",
@@ -39,13 +35,3 @@ def test_the_mmt_sentence_says_a_loaded_machine_inflates_the_figures() -> None:
     assert "both directions' MMT (pre-training, then 3 fine-tuning epochs) ran whole in 52.3 s" in sentence
     assert "the en->de fine-tuning's last 1 epoch," in sentence
     assert "load average 0.5 at the start and 9 at the end (a shared machine: every figure is inflated)" in sentence
-
-
-def test_the_sentence_replaces_the_one_between_the_markers(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text(f"before\n{MARKERS[0]}\nold\n{MARKERS[1]}\nafter\n")
-    replace_between_markers(page, "new\n")
-    assert page.read_text() == f"before\n{MARKERS[0]}\n\nnew\n\n{MARKERS[1]}\nafter\n"
-    page.write_text("no markers\n")
-    with pytest.raises(SystemExit, match="needs the lines"):
-        replace_between_markers(page, "new\n")

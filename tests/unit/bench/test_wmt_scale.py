@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from common.files import read_json, write_text
+from common.files import read_json
 
 REPO = Path(__file__).resolve().parents[3]
 BENCH = REPO / "bench"
@@ -93,13 +93,6 @@ def test_the_train_step_grows_by_its_corpus_passes_and_the_store(wmt_scale: Modu
     record["runs"] = record["runs"][:1]
     assert wmt_scale.extrapolated(record, "train", "seconds", 4_500_000) is None
     assert "extrapolated" not in wmt_scale.markdown(record)
-
-
-def test_the_table_goes_between_the_markers(wmt_scale: ModuleType, tmp_path: Path) -> None:
-    document = tmp_path / "scaling.md"
-    write_text(document, f"before\n{wmt_scale.MARKERS[0]}\nold\n{wmt_scale.MARKERS[1]}\nafter\n")
-    wmt_scale.replace_between_markers(document, "new table\n")
-    assert document.read_text() == f"before\n{wmt_scale.MARKERS[0]}\n\nnew table\n\n{wmt_scale.MARKERS[1]}\nafter\n"
 
 
 @pytest.mark.slow
