@@ -15,6 +15,12 @@ the load averages at the start and the end (the machine may be shared).
 
     python -m bench.grid_queue             # from the repository root
     python -m bench.grid_queue --jobs 4
+    python -m bench.grid_queue --from ../finished-clone   # copies of a finished `make demo` workspace instead
+    python -m bench.grid_queue --markdown bench/results/grid_queue.json --into docs/scaling.md   # the table
+
+With ``--from`` the bench skips step 1: it copies a workspace whose stages are up to date (a clone after
+`make demo`: git, dvc.lock, its DVC cache), forgets the retrieval runs there (their dvc.lock entries and outputs),
+commits, and times the same two sides on the demo's own settings.
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ from typing import Any
 import yaml
 
 from common.files import write_text
+from mmtr.doc_sections import replace_section
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.grid import plan
 from mmtr.local_server import prefect_server
 from tests.flows.helpers import REPO, copy_project_code, write_params
 
 RESULTS = REPO / "bench" / "results" / "grid_queue.json"
+SECTION = "grid-queue"  # the docs section this bench writes (mmtr.doc_sections)
 
 
 def scratch_project(root: Path, env: dict[str, str]) -> None:
@@ -55,6 +63,24 @@ def scratch_project(root: Path, env: dict[str, str]) -> None:
         subprocess.run(command, cwd=root, env=env, check=True, capture_output=True)
     shutil.copytree(REPO / ".dvc" / "plots", root / ".dvc" / "plots")  # the learning curves' chart template
     commit(root, env, "code and params")
+
+
+def copied_workspace(source: Path, root: Path, runs: tuple[str, ...], env: dict[str, str]) -> None:
+    """``source`` (a finished workspace) copied to ``root`` without its environment, the retrieval runs forgotten
+    (their dvc.lock entries and outputs removed), committed."""
+    skip = shutil.ignore_patterns(".venv", ".prefect", ".pytest_cache", "__pycache__", ".site", "dvc_plots")
+    shutil.copytree(source, root, symlinks=True, ignore=skip)
+    lock_path = root / "dvc.lock"
+    lock = yaml.safe_load(lock_path.read_text(encoding="utf-8"))
+    for stage in runs:
+        for out in lock["stages"].pop(stage)["outs"]:
+            target = root / out["path"]
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+    lock_path.write_text(yaml.safe_dump(lock, sort_keys=False), encoding="utf-8")
+    commit(root, env, "retrieval runs forgotten")
 
 
 def commit(root: Path, env: dict[str, str], message: str) -> None:
@@ -84,10 +110,43 @@ def output_hashes(root: Path, stages: tuple[str, ...]) -> dict[str, dict[str, st
     return {stage: {out["path"]: out["md5"] for out in lock[stage]["outs"]} for stage in stages}
 
 
+def markdown(record: dict[str, Any]) -> str:
+    """The table docs/scaling.md carries, from the JSON alone."""
+    start, end = record["load_average_start"][0], record["load_average_end"][0]
+    threads = record["threads"]
+    lines = [
+        f"On {record['machine']}, {record['workspace']}: {len(record['runs'])} retrieval runs "
+        f"({', '.join(record['runs'])}), load average {start:g} at the start and {end:g} at the end.",
+        "",
+        "| how | wall time | torch threads per run | same output hashes |",
+        "| --- | ---: | --- | --- |",
+        f"| serial `dvc repro` (the runs, then the report) | {record['serial_seconds']:.1f} s | "
+        f"{threads['serial']} | |",
+        f"| `mmtr grid --jobs {record['jobs']}` (queue, workers, gathering, the report) | "
+        f"{record['queued_seconds']:.1f} s | {threads['queued_worker']} | "
+        f"{'yes' if record['same_output_hashes'] else 'no (another thread count)'} |",
+        "",
+        f"Speed-up: {record['speedup']:.2f}x.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.grid_queue", description=__doc__)
     parser.add_argument("--jobs", type=int, default=2, help="queue workers (default 2)")
+    parser.add_argument("--from", dest="source", type=Path, help="a finished workspace to copy (skips the upstream)")
+    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
+    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write it into the page's section")
     args = parser.parse_args()
+    if args.into and not args.markdown:
+        parser.error("--into goes with --markdown")
+    if args.markdown:
+        table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
+        if args.into:
+            replace_section(args.into, SECTION, table)
+        else:
+            print(table, end="")
+        return
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="grid-queue-") as scratch:
         base = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -96,11 +155,16 @@ def main() -> None:
         with prefect_server(home=Path(scratch) / ".prefect-server") as api_url:
             env = {**base, "PREFECT_API_URL": api_url}
             queued = Path(scratch) / "queued"
-            scratch_project(queued, env)
-            stages = plan(queued / "params.yaml")
-            print(f"bringing the upstream stages up to date: {' '.join(stages.upstream)} ...", flush=True)
-            upstream = timed(["dvc", "repro", *stages.upstream], queued, env)
-            commit(queued, env, "upstream stages")
+            upstream: float | None = None
+            if args.source:
+                stages = plan(args.source / "params.yaml")
+                copied_workspace(args.source.resolve(), queued, stages.runs, env)
+            else:
+                scratch_project(queued, env)
+                stages = plan(queued / "params.yaml")
+                print(f"bringing the upstream stages up to date: {' '.join(stages.upstream)} ...", flush=True)
+                upstream = timed(["dvc", "repro", *stages.upstream], queued, env)
+                commit(queued, env, "upstream stages")
             serial = Path(scratch) / "serial"
             shutil.copytree(queued, serial, symlinks=True)
             serial_seconds = timed(["dvc", "repro"], serial, env)
@@ -114,7 +178,8 @@ def main() -> None:
         "runs": [run.removeprefix("train_retrieval@") for run in stages.runs],
         "jobs": args.jobs,
         "threads": {"serial": "torch default (every core)", "queued_worker": max(1, cores // args.jobs)},
-        "upstream_seconds": round(upstream, 1),
+        "workspace": "a finished demo workspace, copied" if args.source else "scratch project (shorter upstream)",
+        "upstream_seconds": None if upstream is None else round(upstream, 1),
         "serial_seconds": round(serial_seconds, 1),
         "queued_seconds": round(queued_seconds, 1),
         "speedup": round(serial_seconds / queued_seconds, 2),
