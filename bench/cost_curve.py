@@ -54,7 +54,7 @@ import numpy as np
 import yaml
 
 from common.files import write_text
-from mmtr.doc_sections import replace_section
+from mmtr.doc_sections import add_section_arguments, publish_section
 from mmtr.local_server import prefect_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -582,12 +582,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--mmt-steps", type=int, default=MMT_STEPS, help="mmt.pretrain/finetune.max_steps")
     parser.add_argument("--retrieval-steps", type=int, default=RETRIEVAL_STEPS, help="retrieval.train.max_steps")
     parser.add_argument("--synthesis-captions", type=int, default=SYNTHESIS_CAPTIONS, help="synthesis.max_captions")
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
     parser.add_argument("--reanalyse", type=Path, metavar="JSON", help="recompute a finished run's fit, rewrite it")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write the table between the markers")
+    add_section_arguments(parser)
     args = parser.parse_args(argv)
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
     if args.small:
         args.sizes = list(SMALL_SIZES)
     if len(args.sizes) < 2 or sorted(set(args.sizes)) != args.sizes:
@@ -600,12 +597,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.reanalyse:
         reanalyse(args.reanalyse)
         return
-    if args.markdown:
-        table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
-        if args.into:
-            replace_section(args.into, SECTION, table)
-        else:
-            print(table, end="")
+    if publish_section(args, SECTION, markdown):
         return
     record = run_bench(args)
     print(markdown(record), end="")

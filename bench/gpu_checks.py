@@ -83,14 +83,14 @@ from mmt_train import random_examples, train_steps
 from retrieval_train import bench_model
 from scan_eval import inference_benchmark, joint_features, recalls
 
-from common.files import read_json, write_text
+from common.files import write_text
 from common.runtime import Runtime, autocast
 from features.bottom_up.extractor import BUTDExtractor, preprocess_image
 from features.bottom_up.model import BottomUpAttention, BUTDConfig
 from features.regions import FixedRegions
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.train import TrainConfig, collate
-from mmtr.doc_sections import replace_section
+from mmtr.doc_sections import add_section_arguments, publish_section
 from retrieval.zoo.scan import SCAN, SCANConfig
 from tests.unit.features.bottom_up.helpers import TINY as TINY_BUTD
 
@@ -752,23 +752,15 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Arg
     )
     parser.add_argument("--checks", nargs="+", choices=names, default=names, help="run only these checks")
     parser.add_argument("--budget", type=float, help="seconds for the whole run (default 330; --small: 150)")
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write the table between the markers")
+    add_section_arguments(parser)
     args = parser.parse_args(argv)
     args.budget = args.budget or (150.0 if args.small else 330.0)
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
     return args, parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args, parser = parse_args(argv)
-    if args.markdown:
-        table = markdown(read_json(args.markdown))
-        if args.into:
-            replace_section(args.into, SECTION, table)
-        else:
-            print(table, end="")
+    if publish_section(args, SECTION, markdown):
         return
     run_all(args, runtime_from(args, parser))
 

@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from common.files import write_text
-from mmtr.doc_sections import replace_section
+from mmtr.doc_sections import add_section_arguments, publish_section
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.grid import plan
 from mmtr.local_server import prefect_server
@@ -135,17 +135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.grid_queue", description=__doc__)
     parser.add_argument("--jobs", type=int, default=2, help="queue workers (default 2)")
     parser.add_argument("--from", dest="source", type=Path, help="a finished workspace to copy (skips the upstream)")
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write it into the page's section")
+    add_section_arguments(parser)
     args = parser.parse_args()
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
-    if args.markdown:
-        table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
-        if args.into:
-            replace_section(args.into, SECTION, table)
-        else:
-            print(table, end="")
+    if publish_section(args, SECTION, markdown):
         return
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="grid-queue-") as scratch:

@@ -59,7 +59,7 @@ from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.text import EOS_ID, UNK_ID, SubwordConfig, TextPipeline
 from mmt.train import Example, TrainConfig, _update, collate, length_batches, mmt_loss, parameter_groups
 from mmt.translator import MMTTranslator
-from mmtr.doc_sections import replace_section
+from mmtr.doc_sections import add_section_arguments, publish_section
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH / "results" / "peer_joeynmt.json"
@@ -491,11 +491,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--together", action="store_true", help="train both at once (a shared machine's load then hits both alike)"
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write the table between the markers")
+    add_section_arguments(parser)
     args = parser.parse_args(argv)
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
     args.minutes = args.minutes or (1.0 if args.small else 10.0)
     args.validate_every = args.validate_every or (10 if args.small else 250)
     args.vocab = args.vocab or (1000 if args.small else 8000)
@@ -508,12 +505,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.markdown:
-        table = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
-        if args.into:
-            replace_section(args.into, SECTION, table)
-        else:
-            print(table, end="")
+    if publish_section(args, SECTION, markdown):
         return
     load_start = os.getloadavg()
     torch.set_num_threads(args.threads)

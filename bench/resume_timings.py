@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from common.files import write_text
-from mmtr.doc_sections import replace_section
+from mmtr.doc_sections import add_section_arguments, publish_section
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = {"train_mmt": "tests/flows/test_train_mmt_resume.py", "train_retrieval": "tests/flows/test_retrieval_resume.py"}
@@ -89,17 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=sorted(TESTS), help="the training stage whose resume test runs")
     parser.add_argument("--out", type=Path, help="the JSON file (default: bench/results/resume_timings-<stage>.json)")
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the sentence of a finished run and exit")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write it between the markers")
+    add_section_arguments(parser)
     args = parser.parse_args(argv)
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
-    if args.markdown:
-        sentence = markdown(json.loads(args.markdown.read_text(encoding="utf-8")))
-        if args.into:
-            replace_section(args.into, SECTION, sentence)
-        else:
-            print(sentence, end="")
+    if publish_section(args, SECTION, markdown):
         return
     record = measure(args.stage)
     out = args.out or REPO / "bench" / "results" / f"resume_timings-{args.stage}.json"

@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402  (after the path above; heavy modules are impor
 import psutil  # noqa: E402
 
 from common.files import read_json, read_lines, write_json, write_text  # noqa: E402
-from mmtr.doc_sections import replace_section  # noqa: E402
+from mmtr.doc_sections import add_section_arguments, publish_section  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "wmt_scale.json"
 STEPS = ("build", "prepare", "subword", "encode", "train")
@@ -450,13 +450,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data", help="the real data folder")
     parser.add_argument("--work", type=Path, help="where the corpus and outputs are written (default: a temp folder)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON file")
-    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the table of a finished run and exit")
-    parser.add_argument("--into", type=Path, metavar="MD", help="with --markdown: write the table between the markers")
+    add_section_arguments(parser)
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)  # a child process runs one step
     parser.add_argument("--step-pairs", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.into and not args.markdown:
-        parser.error("--into goes with --markdown")
     args.pairs = args.pairs or ([20_000] if args.small else [100_000, 1_000_000])
     args.vocab = args.vocab or (1000 if args.small else 8000)
     args.train_steps = args.train_steps or (2 if args.small else 5)
@@ -467,13 +464,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.markdown:
-        table = markdown(read_json(args.markdown))
-        if args.into:
-            replace_section(args.into, SECTION, table)
-        else:
-            print(table, end="")
-    elif args.step:
+    if publish_section(args, SECTION, markdown):
+        return
+    if args.step:
         run_step(args)
     else:
         run_all(args)
