@@ -76,4 +76,5 @@ def test_a_small_run_measures_every_stage_and_writes_its_table(shared_data: Path
     cost_curve.main(["--markdown", str(out), "--into", str(doc)])
     text = doc.read_text(encoding="utf-8")
     assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
-    assert "| train_retrieval@san-mt_f-all |" in text and "| 30 images | 60 images |" in text
+    # a row may carry "(super-linear)": at 30 and 60 images the exponents are mostly the machine's noise
+    assert "\n| train_retrieval@san-mt_f-all " in text and "| 30 images | 60 images |" in text
