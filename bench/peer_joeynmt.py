@@ -26,7 +26,8 @@ bench/joeynmt_driver.py (JoeyNMT's ``train`` command plus timing lines):
     python3 -m venv .venv-joeynmt
     .venv-joeynmt/bin/pip install torch==2.13.0 joeynmt==2.3.0 importlib_metadata   # 2.3 imports it undeclared
 
-    python bench/peer_joeynmt.py --peer-python .venv-joeynmt/bin/python --together   # bench/results/peer_joeynmt.json
+    python bench/peer_joeynmt.py --peer-python .venv-joeynmt/bin/python --together --threads 1 --minutes 15 \
+        --validate-every 40                                        # bench/results/peer_joeynmt.json
     python bench/peer_joeynmt.py --small                           # 1 minute each on 2,000 pairs (the project alone
                                                                    # without --peer-python)
     python bench/peer_joeynmt.py --markdown bench/results/peer_joeynmt.json --into docs/translation.md
