@@ -118,9 +118,9 @@ def run_direction(
     params = load_params(params_file)
     prepared, prepared_parallel = work / "prepared", work / "parallel"
     prepare.main(["--params", str(params_file), "--corpus", "multi30k", "--out", str(prepared)])
+    pair_table = str(prepared_parallel / "en-de.parquet")
     prepare_parallel.main(
-        ["--params", str(params_file), "--target", "de", "--parallel", str(parallel)]
-        + ["--out", str(prepared_parallel / "en-de.parquet")]
+        ["--params", str(params_file), "--target", "de", "--parallel", str(parallel), "--out", pair_table]
     )
     prepared_at = time.perf_counter()
     corpus = dataclasses.replace(read_prepared(str(prepared)), parallel=read_parallel_tables(str(prepared_parallel)))
@@ -180,11 +180,11 @@ def markdown(record: dict[str, Any]) -> str:
     """The docs section: each direction's test scores, its settings and its learning curve."""
     runs = record["directions"]
     lines = [
-        "Written by `python bench/multi30k_text.py --markdown bench/results/multi30k_text.json --into docs/real-data.md`"
-        " from the runs' record.",
+        "Written by `python bench/multi30k_text.py --markdown bench/results/multi30k_text.json"
+        " --into docs/real-data.md` from the runs' record.",
         "",
-        "| direction | test2016 BLEU (lowercased, tokenised) | sacreBLEU (cased) | chrF | METEOR | epochs | training + test |"
-        " machine, threads, load average (start, end) |",
+        "| direction | test2016 BLEU (lowercased, tokenised) | sacreBLEU (cased) | chrF | METEOR | epochs"
+        " | training + test | machine, threads, load average (start, end) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, run in sorted(runs.items()):
@@ -193,8 +193,8 @@ def markdown(record: dict[str, Any]) -> str:
         load = run["load_average"]
         lines.append(
             f"| {name.replace('-', '→')} | {test['bleu']:.1f} | {test['sacrebleu']:.1f} | {test['chrf']:.1f} | {meteor}"
-            f" | {len(run['curve'])} | {_minutes(run['seconds']['train_and_test'])} | {run['machine']}, {run['threads']}"
-            f" thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
+            f" | {len(run['curve'])} | {_minutes(run['seconds']['train_and_test'])}"
+            f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
         )
     lines += [
         "",
