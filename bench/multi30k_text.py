@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -163,6 +164,69 @@ def run_direction(
     }
 
 
+VALIDATION = re.compile(r"^([\d.]+)\t\S+ finetune · epoch (\d+)/\d+ · step (\d+) · loss ([\d.]+) · val BLEU ([\d.]+)")
+
+
+def evaluate_stopped(src: str, tgt: str, work: Path, threads: int) -> dict[str, Any]:
+    """A run stopped by hand during fine-tuning (its wall-time budget spent): test2016 scored with the best
+    weights it saved (the checkpoint early stopping keeps), the curve read from its validations log."""
+    from common.metrics_files import write_metrics
+    from common.runtime import Runtime, use_cpu_threads
+    from corpora.prepared import read_parallel_tables, read_prepared
+    from mmt.evaluation import evaluate_system
+    from mmt.pairs import direction_data
+    from mmtr.params import load_params
+
+    use_cpu_threads(threads)
+    load_start = os.getloadavg()
+    params_file = work / "params.yaml"
+    params = load_params(params_file)
+    corpus = dataclasses.replace(
+        read_prepared(str(work / "prepared")), parallel=read_parallel_tables(str(work / "parallel"))
+    )
+    data = direction_data(corpus, pivot=params.languages.pivot, target=params.mmt.targets[0], src=src, tgt=tgt)
+    folder = work / "models" / f"mt-{src}-{tgt}"
+    started = time.perf_counter()
+    runtime = Runtime.resolve(params.device, params.precision)
+    evaluation = evaluate_system(
+        str(folder),
+        data.captions["test"],
+        store=None,
+        tgt=tgt,
+        beam=params.mmt.beam,
+        runtime=runtime,
+        meteor=params.mmt.meteor,
+    )
+    evaluated = time.perf_counter() - started
+    write_metrics(work / "metrics" / f"mt-{src}-{tgt}.json", evaluation.metrics)
+    write_text(folder / f"test-hypotheses.{tgt}.txt", "".join(f"{line}\n" for line in evaluation.hypotheses))
+    lines = (work / "validations.log").read_text(encoding="utf-8").splitlines()
+    curve = [
+        {"epoch": int(found[2]), "loss": float(found[4]), "score": float(found[5]), "seconds": float(found[1])}
+        for found in map(VALIDATION.match, lines)
+        if found
+    ]
+    metrics = evaluation.metrics
+    best = max(curve, key=lambda row: row["score"])
+    return {
+        "direction": f"{src}-{tgt}",
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()})",
+        "threads": threads,
+        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
+        "settings": {"mmt": _recipe(params_file)},
+        "test": {
+            key: metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in metrics
+        },
+        "curve": curve,
+        "stopped": {"after_epoch": curve[-1]["epoch"], "best_epoch": best["epoch"]},
+        "validations": [line.split("\t", 1)[1] for line in lines],
+        "seconds": {"train_and_test": round(curve[-1]["seconds"] + evaluated, 1), "test": round(evaluated, 1)},
+        "sample_translations": evaluation.hypotheses[:5],
+        "published": PUBLISHED,
+    }
+
+
 def _finetune_rows(curve: list[dict[str, object]]) -> list[dict[str, object]]:
     return [row for row in curve if row.get("phase") == "finetune"]
 
@@ -240,16 +304,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, help="working folder (default: a new temporary folder)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--max-steps", type=int, help="stop each phase after this many steps (a check of the path)")
+    parser.add_argument(
+        "--stopped",
+        action="store_true",
+        help="score the best weights of a run in --work that was stopped during fine-tuning (its budget spent)",
+    )
     add_section_arguments(parser)
     args = parser.parse_args(argv)
     if publish_section(args, SECTION, markdown):
         return
-    if args.data is None:
+    if args.data is None and not args.stopped:
         parser.error("--data is required to run")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     src, tgt = args.direction.split("-")
-    work = args.work or Path(tempfile.mkdtemp(prefix=f"multi30k-text-{args.direction}-"))
-    run = run_direction(args.data.resolve(), src, tgt, work.resolve(), args.threads, args.max_steps)
+    if args.stopped:
+        if args.work is None:
+            parser.error("--stopped scores the run in --work: give it")
+        run = evaluate_stopped(src, tgt, args.work.resolve(), args.threads)
+    else:
+        work = args.work or Path(tempfile.mkdtemp(prefix=f"multi30k-text-{args.direction}-"))
+        run = run_direction(args.data.resolve(), src, tgt, work.resolve(), args.threads, args.max_steps)
     record = read_json(args.out) if args.out.exists() else {"published": PUBLISHED, "directions": {}}
     record["directions"][args.direction] = run
     write_text(args.out, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
