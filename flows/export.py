@@ -56,7 +56,7 @@ def export(
 
 
 def variant_definition(variant: Variant) -> str:
-    """``MMT(f+b): the human captions plus the mmt system's captions of hops 1, 2 (2 passes followed)``."""
+    """``MMT(f+b): the human captions plus the mmt system's captions of hop 2 (2 passes followed)``."""
     if variant.origin is None:
         return f"{variant.display_name()}: the human captions alone"
     kept = variant.kept_hops()

@@ -6,12 +6,16 @@ translates the human pivot captions into a target language, hop 2 translates hop
 pivot, hop 3 those forward again, and so on (see :mod:`mmt.synthesis`). A :class:`Variant` names its system,
 how many passes it follows and which of them it keeps.
 
-Presets (:data:`VARIANTS`, generalised to every target language):
+Presets (:data:`VARIANTS`, generalised to every target language), as Huang et al. 2020 define them (section 4.2:
+"MMT(f) models contain original English and MMT-translated German descriptions whereas MMT(f + b) models contain
+English and MMT-translated English descriptions"): the k-pass variant is the human captions plus the captions of
+the k-th pass alone.
 - ``none``: the prepared captions alone;
 - ``mt_f`` / ``mmt_f``: plus forward translations of the pivot's captions into each target (hop 1);
-- ``mt_fb`` / ``mmt_fb``: plus those translated back into the pivot (hops 1 and 2);
-- ``mt_b`` / ``mmt_b``: the back-translations alone (hop 2: pivot paraphrases, the paper's monolingual setting);
-- ``mt_fbf`` / ``mmt_fbf``: plus the paraphrases translated forward again (hops 1, 2 and 3).
+- ``mt_fb`` / ``mmt_fb``: plus those translated back into the pivot (hop 2 alone: pivot paraphrases);
+- ``mt_fbf`` / ``mmt_fbf``: plus the paraphrases translated forward again (hop 3 alone, section 4.3's three-hop);
+- ``mt_fbfb`` / ``mmt_fbfb``: plus those translated back again (hop 4 alone, the four-hop);
+- ``mt_f_fb`` / ``mmt_f_fb``: plus hops 1 and 2 together, ``MT(f)+(f+b)``.
 Rows keep their provenance columns, so a retrieval model can still select among them by language and origin.
 """
 
@@ -62,35 +66,43 @@ class Variant:
         return tuple(sorted(self.keep)) if self.keep else tuple(range(1, self.hops + 1))
 
     def display_name(self) -> str:
-        """The paper's notation: ``-``, ``MT(f)``, ``MMT(f+b)``, ``MMT(f+b+f)``, ``MMT(f+b; hop 2)``."""
+        """The paper's notation, one parenthesised pass sequence per kept hop: ``-``, ``MT(f)``, ``MMT(f+b)``,
+        ``MMT(f+b+f)``, ``MMT(f)+(f+b)`` (hops 1 and 2). A kept hop's captions do not depend on later passes, so
+        the passes followed beyond the last kept hop do not show."""
         if self.origin is None:
             return "-"
-        passes = "+".join("f" if hop % 2 else "b" for hop in range(1, self.hops + 1))
-        kept = self.kept_hops()
-        if kept != tuple(range(1, self.hops + 1)):
-            passes += f"; hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))}"
-        return f"{_SYSTEM_LABELS[self.origin]}({passes})"
+        passes = ["+".join("f" if hop % 2 else "b" for hop in range(1, kept + 1)) for kept in self.kept_hops()]
+        return f"{_SYSTEM_LABELS[self.origin]}({')+('.join(passes)})"
 
 
 VARIANTS: dict[str, Variant] = {
     "none": Variant(),
     "mt_f": Variant("mt", hops=1),
-    "mt_fb": Variant("mt", hops=2),
-    "mt_b": Variant("mt", hops=2, keep=(2,)),
-    "mt_fbf": Variant("mt", hops=3),
+    "mt_fb": Variant("mt", hops=2, keep=(2,)),
+    "mt_fbf": Variant("mt", hops=3, keep=(3,)),
+    "mt_fbfb": Variant("mt", hops=4, keep=(4,)),
+    "mt_f_fb": Variant("mt", hops=2),
     "mmt_f": Variant("mmt", hops=1),
-    "mmt_fb": Variant("mmt", hops=2),
-    "mmt_b": Variant("mmt", hops=2, keep=(2,)),
-    "mmt_fbf": Variant("mmt", hops=3),
+    "mmt_fb": Variant("mmt", hops=2, keep=(2,)),
+    "mmt_fbf": Variant("mmt", hops=3, keep=(3,)),
+    "mmt_fbfb": Variant("mmt", hops=4, keep=(4,)),
+    "mmt_f_fb": Variant("mmt", hops=2),
+}
+
+# Names of earlier presets that are gone -> what a params file that still uses one is told.
+RETIRED: dict[str, str] = {
+    f"{system}_b": f"{system}_b is retired: the back-translated pivot captions alone (hop 2) are now {system}_fb, "
+    f"{label}(f+b) as the paper defines it; hops 1 and 2 together are {system}_f_fb"
+    for system, label in _SYSTEM_LABELS.items()
 }
 
 
 def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -> pa.Table:
     """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops (validated).
 
-    A captions table holds the parent of every caption. Where the variant drops a hop between kept ones (``mmt_b``
+    A captions table holds the parent of every caption. Where the variant drops a hop below a kept one (``mmt_fb``
     keeps hop 2 but not hop 1), a kept caption's ``parent_id`` is pointed at its nearest ancestor the variant
-    holds (for ``mmt_b``: the human caption); its ``caption_id`` still spells the whole chain of systems and its
+    holds (for ``mmt_fb``: the human caption); its ``caption_id`` still spells the whole chain of systems and its
     ``hop`` the passes it went through.
     """
     if variant.origin is None:

@@ -27,6 +27,7 @@ from corpora.languages import Languages
 from corpora.synthetic.config import SyntheticConfig
 from corpora.synthetic.grammars import GRAMMARS
 from features.config import FeaturesConfig
+from mmt.augment import RETIRED
 from mmt.config import AugmentConfig, SynthesisConfig, SystemsConfig
 from mmtr.errors import ParamsError
 from retrieval.config import RetrievalConfig
@@ -197,7 +198,7 @@ class Params:
         for index, name in enumerate(retrieval.variants):
             key = f"retrieval.variants[{index}]"
             if name not in variants:
-                raise SettingError(key, f"unknown name {name!r}; known: {', '.join(variants)}")
+                raise SettingError(key, RETIRED.get(name, f"unknown name {name!r}; known: {', '.join(variants)}"))
             origin = variants[name].origin
             if origin is not None and not self.mmt.targets:  # no target language: nothing is synthesized
                 raise SettingError(

@@ -67,8 +67,9 @@ class ReportContext:
 
 LEGEND = (
     "Variants: `-` the human captions alone; MT(f) / MMT(f) adds the target-language captions the text-only "
-    "MT / the multimodal MMT translated from them (forward); (f+b) adds those translated back into the pivot "
-    "too; (f+b; hop 2) the back-translations alone. Roles: which captions a run trains on and which languages "
+    "MT / the multimodal MMT translated from them (forward); (f+b) adds, in their place, those translated back "
+    "into the pivot (paraphrases), (f+b+f) and (f+b+f+b) the third and fourth pass alone; (f)+(f+b) adds the first "
+    "two passes together. Roles: which captions a run trains on and which languages "
     "it is tested on (docs/retrieval.md, language roles). mR = rsum / 6. Δ rsum: against the same model and role "
     "trained on `-` (human captions alone)."
 )

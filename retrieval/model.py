@@ -3,7 +3,9 @@
 A model encodes images and captions separately (:meth:`RetrievalModel.encode_images`,
 :meth:`RetrievalModel.encode_texts`) and scores every (image, caption) pair of two encoded sets
 (:meth:`RetrievalModel.similarity`). Training, evaluation and search only use these three methods, plus the
-optional extra losses a model adds to the ranking loss. Models whose image embedding is one vector per image,
+optional extra losses a model adds to the ranking loss and, for an ensemble of separately trained members, the
+members' own scores and parameter groups (:meth:`RetrievalModel.ranking_similarities`,
+:meth:`RetrievalModel.clip_groups`). Models whose image embedding is one vector per image,
 independent of the query (SAN, DAN, MULE, VSE++), set ``gallery_cacheable``; SCAN's similarity needs every
 pair, so it does not.
 """
@@ -155,6 +157,15 @@ class RetrievalModel(nn.Module, ABC):
     def similarity(self, images: Embedded, texts: Embedded) -> Tensor:
         """(n_img, n_txt) scores; the default is the dot product of one vector per item (cosine if normalised)."""
         return images.vectors @ texts.vectors.t()
+
+    def ranking_similarities(self, images: Embedded, texts: Embedded) -> list[Tensor]:
+        """The score matrices training applies the ranking loss to, one loss each (summed): :meth:`similarity`'s
+        alone by default; an ensemble's members' own, so that each member learns as it would alone."""
+        return [self.similarity(images, texts)]
+
+    def clip_groups(self) -> list[list[nn.Parameter]]:
+        """Parameter groups whose gradient norms are clipped each on its own: one, every parameter, by default."""
+        return [list(self.parameters())]
 
     def text_similarity(self, queries: Embedded, texts: Embedded) -> Tensor:
         """(n_query, n_txt) caption-caption scores, for the c2c objective (Kádár et al. 2018)."""

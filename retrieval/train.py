@@ -56,7 +56,8 @@ class TrainConfig:
     lr_decay_epoch: Epochs trained at the full rate: from epoch ``lr_decay_epoch + 1`` on, as the logs count epochs,
         the rate is ``lr * lr_decay`` (15: from the 16th, the paper's "after the 15th epoch").
     lr_decay: Factor of the step decay.
-    clip: Largest gradient L2 norm (VSE++/SCAN: 2); 0 = no clipping.
+    clip: Largest gradient L2 norm (VSE++/SCAN: 2), of each of the model's clip groups (an ensemble's members
+        each); 0 = no clipping.
     synthetic_fraction: Share of synthesized captions in a batch when a variant has them (section 3.3: 0.5).
     patience: Stop after this many epochs without a better validation rsum; 0 = run every epoch.
     c2c_probability: Chance that a step is a caption-caption step (Kádár et al.: 0.5; 0 = off).
@@ -322,9 +323,11 @@ def _ranking_step(
     with autocast():
         image_embedded = model.encode_images(images).gathered()
         text_embedded = model.encode_texts(texts).gathered()
-        sims = model.similarity(image_embedded, text_embedded).float()
         types = torch.from_numpy(train.types[indices]).to(device)
-        total = loss(sims, caption_index, types, type_weights)
+        scored = model.ranking_similarities(image_embedded, text_embedded)
+        total = loss(scored[0].float(), caption_index, types, type_weights)
+        for sims in scored[1:]:  # an ensemble's other members, each ranked on its own scores
+            total = total + loss(sims.float(), caption_index, types, type_weights)
         context = BatchContext(caption_index, langs, progress)
         for extra in model.extra_losses(image_embedded, text_embedded, context).values():
             total = total + extra.float()
@@ -347,9 +350,10 @@ def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tenso
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # type: ignore[no-untyped-call]
     reduce_gradients(model.parameters(), mean=True)  # every rank computed the same loss on the gathered batch
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else math.inf)
-    if not math.isfinite(float(norm)):
-        raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {float(norm)}")
+    for group in model.clip_groups():
+        norm = torch.nn.utils.clip_grad_norm_(group, clip if clip > 0 else math.inf)
+        if not math.isfinite(float(norm)):
+            raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {float(norm)}")
     optimizer.step()
     return value
 

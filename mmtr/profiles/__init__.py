@@ -1,5 +1,6 @@
 """Profiles: the papers' experiments as params overlays, one file per table under ``profiles/`` (on the built-in
-world: ``table<n>``; on real data: ``real_<corpus>``), and the papers' sizes for a GPU (``paper_sizes``).
+world: ``table<n>`` and the pass ablation ``passes``; on real data: ``real_<corpus>``), and the papers' sizes for a
+GPU (``paper_sizes``).
 
 A profile is a partial params tree. Applying it merges it into a params file (mappings key by key, any other
 value replaced; `corpora`, `corpus_roles` and `retrieval.objective.per_model` are replaced whole, and every

@@ -18,6 +18,7 @@ from retrieval.zoo.multihead import MultiHeadConfig, MultiHeadDiversity
 from retrieval.zoo.parallel_embn import ParallelEmbN, ParallelEmbNConfig
 from retrieval.zoo.san import SAN, SANConfig
 from retrieval.zoo.scan import SCAN, SCANConfig
+from retrieval.zoo.scan_fusion import SCANFusion, SCANFusionConfig
 from retrieval.zoo.vsepp import VSEPP, VSEPPConfig
 
 
@@ -35,6 +36,7 @@ MODELS: dict[str, ModelEntry] = {
     "parallel_embn": ModelEntry(ParallelEmbNConfig, ParallelEmbN),  # separate language branches
     "vsepp": ModelEntry(VSEPPConfig, VSEPP),  # GRU + max-violation
     "multihead": ModelEntry(MultiHeadConfig, MultiHeadDiversity),  # Huang et al. 2019
+    "scan_fusion": ModelEntry(SCANFusionConfig, SCANFusion),  # SCAN t2i + i2t, scores averaged (Table 2)
 }
 
 

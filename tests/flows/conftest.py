@@ -103,7 +103,7 @@ def trained(tiny_dataset: TinyDataset, tmp_path_factory: pytest.TempPathFactory)
     )
     # `augment` builds the variants of retrieval.variants: here every preset of at most two hops
     every_variant = tiny_params_tree()
-    every_variant["retrieval"]["variants"] = ["none", "mt_f", "mt_fb", "mt_b", "mmt_f", "mmt_fb", "mmt_b"]
+    every_variant["retrieval"]["variants"] = ["none", "mt_f", "mt_fb", "mt_f_fb", "mmt_f", "mmt_fb", "mmt_f_fb"]
     augment_params = write_params(root / "every-variant.yaml", every_variant)
     augment.main(
         flags(

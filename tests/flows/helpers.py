@@ -47,7 +47,7 @@ def tiny_params_tree(
     tree["synthesis"].update(shard_size=10, beam=2)
     retrieval = tree["retrieval"]
     tiny = {"word_dim": 8, "hidden": 8}
-    retrieval["configs"] = {name: dict(tiny) for name in ("san", "dan", "scan", "vsepp", "multihead")}
+    retrieval["configs"] = {name: dict(tiny) for name in ("san", "dan", "scan", "vsepp", "multihead", "scan_fusion")}
     retrieval["configs"]["mule"] = {**tiny, "mule_dim": 8, "embed_dim": 8, "image_hidden": 8, "pretrain_epochs": 1}
     retrieval["configs"]["multihead"].update(attention_dim=8, context_dim=8)
     retrieval["configs"]["parallel_embn"] = {**tiny, "embed_dim": 8, "image_hidden": 8}

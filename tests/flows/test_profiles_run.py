@@ -18,6 +18,7 @@ import networkx as nx
 import pytest
 
 from common.metrics_files import is_notes_file, read_metrics
+from mmt.augment import VARIANTS
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.profiles import experiment_names, load_profile, merge
 from report.tables import split_run
@@ -68,7 +69,7 @@ def project(tmp_path: Path, prefect_api_url: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "name", [name for name in experiment_names() if name.startswith("table")]
+    "name", [name for name in experiment_names() if not name.startswith("real_")]
 )  # the built-in world's
 def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tree = tiny_profile_params(name)
@@ -95,7 +96,7 @@ def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.M
         if retrieval["translate_search"]["languages"] and role == "pivot_only":
             assert set(result["translate_search"]) == {"de"}, f"{run}: de queries translated to en and searched"
     report = (project / "data/reports/results.md").read_text(encoding="utf-8")
-    labels = {"none": "-", "mt_f": "MT(f)", "mt_fb": "MT(f+b)", "mmt_f": "MMT(f)", "mmt_fb": "MMT(f+b)"}
+    labels = {name: variant.display_name() for name, variant in VARIANTS.items()}
     for run in runs:
         model, variant, role = split_run(run)
         assert f"| {model} | {labels[variant]} | {role} | " in report, f"{run}: no row in results.md"

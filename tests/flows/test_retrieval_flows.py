@@ -217,7 +217,10 @@ def test_unknown_model_variant_and_role_list_the_known_ones(
     assert "unknown retrieval model 'clip'; known: dan, mule" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run_stage(tiny_dataset, trained, "san", "mmt_x")
-    assert "unknown caption variant 'mmt_x'; known: none, mt_f, mt_fb, mt_b, mt_fbf, mmt_f," in capsys.readouterr().err
+    assert (
+        "unknown caption variant 'mmt_x'; known: none, mt_f, mt_fb, mt_fbf, mt_fbfb, mt_f_fb,"
+        in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         run_stage(tiny_dataset, trained, "san", "mmt_f", "table4")
     assert "unknown language role 'table4'; known: all, discard_human_targets, pivot_test, pivot_only" in (

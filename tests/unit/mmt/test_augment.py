@@ -10,30 +10,43 @@ import pytest
 
 from common.checks import SettingError
 from corpora.tables import CAPTIONS_SCHEMA
-from mmt.augment import VARIANTS, Variant, build_variant
+from mmt.augment import RETIRED, VARIANTS, Variant, build_variant
 from mmt.config import AugmentConfig
 
 
 def test_presets_keep_their_hops_and_read_as_in_the_paper() -> None:
     shown = {name: (variant.kept_hops(), variant.display_name()) for name, variant in VARIANTS.items()}
-    assert shown == {
+    assert shown == {  # section 4.2: MMT(f+b) = English plus MMT-translated English, the k-th pass alone
         "none": ((), "-"),
         "mt_f": ((1,), "MT(f)"),
-        "mt_fb": ((1, 2), "MT(f+b)"),
-        "mt_b": ((2,), "MT(f+b; hop 2)"),
-        "mt_fbf": ((1, 2, 3), "MT(f+b+f)"),
+        "mt_fb": ((2,), "MT(f+b)"),
+        "mt_fbf": ((3,), "MT(f+b+f)"),
+        "mt_fbfb": ((4,), "MT(f+b+f+b)"),
+        "mt_f_fb": ((1, 2), "MT(f)+(f+b)"),
         "mmt_f": ((1,), "MMT(f)"),
-        "mmt_fb": ((1, 2), "MMT(f+b)"),
-        "mmt_b": ((2,), "MMT(f+b; hop 2)"),
-        "mmt_fbf": ((1, 2, 3), "MMT(f+b+f)"),
+        "mmt_fb": ((2,), "MMT(f+b)"),
+        "mmt_fbf": ((3,), "MMT(f+b+f)"),
+        "mmt_fbfb": ((4,), "MMT(f+b+f+b)"),
+        "mmt_f_fb": ((1, 2), "MMT(f)+(f+b)"),
     }
 
 
-def test_kept_hops_are_sorted_and_an_explicit_full_keep_reads_like_an_empty_one() -> None:
+def test_kept_hops_are_sorted_and_the_name_shows_each_kept_hop_not_the_passes_after_it() -> None:
     assert Variant("mmt", hops=3, keep=(3, 1)).kept_hops() == (1, 3)
-    assert Variant("mmt", hops=3, keep=(3, 1)).display_name() == "MMT(f+b+f; hops 1, 3)"
-    assert Variant("mt", hops=2, keep=(2, 1)).display_name() == "MT(f+b)"
-    assert Variant("mt", hops=4).display_name() == "MT(f+b+f+b)"
+    assert Variant("mmt", hops=3, keep=(3, 1)).display_name() == "MMT(f)+(f+b+f)"
+    assert Variant("mt", hops=2, keep=(2, 1)).display_name() == "MT(f)+(f+b)"
+    assert Variant("mt", hops=4).display_name() == "MT(f)+(f+b)+(f+b+f)+(f+b+f+b)"
+    assert Variant("mmt", hops=3, keep=(2,)).display_name() == "MMT(f+b)"  # hop 3 is made, its captions not kept
+
+
+def test_the_retired_back_translation_names_say_what_they_are_now() -> None:
+    assert RETIRED == {
+        "mt_b": "mt_b is retired: the back-translated pivot captions alone (hop 2) are now mt_fb, MT(f+b) as the "
+        "paper defines it; hops 1 and 2 together are mt_f_fb",
+        "mmt_b": "mmt_b is retired: the back-translated pivot captions alone (hop 2) are now mmt_fb, MMT(f+b) as "
+        "the paper defines it; hops 1 and 2 together are mmt_f_fb",
+    }
+    assert not set(RETIRED) & set(VARIANTS)
 
 
 @pytest.mark.parametrize(
@@ -109,16 +122,17 @@ def _synthesized_rows(variant: Variant) -> list[tuple[str, str, str]]:
 
 def test_a_variant_takes_the_kept_hops_of_its_own_system() -> None:
     assert build_variant(PREPARED, SYNTHESIZED, VARIANTS["none"]).equals(PREPARED)
-    assert [row[0] for row in _synthesized_rows(VARIANTS["mmt_fbf"])] == SYNTHESIZED.column("caption_id")[
-        :3
-    ].to_pylist()
     assert _synthesized_rows(VARIANTS["mt_f"]) == [("h1>mt-en-de", "de", "h1")]
-    assert [row[0] for row in _synthesized_rows(VARIANTS["mt_fb"])] == ["h1>mt-en-de", "h1>mt-en-de>mt-de-en"]
+    assert [row[0] for row in _synthesized_rows(VARIANTS["mt_f_fb"])] == ["h1>mt-en-de", "h1>mt-en-de>mt-de-en"]
+    assert [row[0] for row in _synthesized_rows(VARIANTS["mmt_f_fb"])] == SYNTHESIZED.column("caption_id")[
+        :2
+    ].to_pylist()
 
 
-def test_a_variant_of_back_translations_alone_holds_pivot_paraphrases_parented_by_the_human_captions() -> None:
-    assert _synthesized_rows(VARIANTS["mmt_b"]) == [("h1>mmt-en-de>mmt-de-en", "en", "h1")]
-    assert _synthesized_rows(VARIANTS["mt_b"]) == [("h1>mt-en-de>mt-de-en", "en", "h1")]
+def test_the_k_pass_variant_holds_the_kth_pass_alone_parented_by_the_human_captions() -> None:
+    assert _synthesized_rows(VARIANTS["mmt_fb"]) == [("h1>mmt-en-de>mmt-de-en", "en", "h1")]
+    assert _synthesized_rows(VARIANTS["mt_fb"]) == [("h1>mt-en-de>mt-de-en", "en", "h1")]
+    assert _synthesized_rows(VARIANTS["mmt_fbf"]) == [("h1>mmt-en-de>mmt-de-en>mmt-en-de", "de", "h1")]
 
 
 def test_a_dropped_middle_hop_points_parents_at_the_nearest_kept_ancestor() -> None:

@@ -426,8 +426,17 @@ def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
             r"retrieval\.variants\[1\]: mmt_fbf needs 3 hops; synthesis\.hops is 2$",
         ),
         (
-            {"synthesis.hops": 1, "retrieval.variants": ["none", "mmt_f", "mmt_b"]},
-            r"retrieval\.variants\[2\]: mmt_b needs 2 hops; synthesis\.hops is 1$",  # hop 1 is made, not kept
+            {"synthesis.hops": 1, "retrieval.variants": ["none", "mmt_f", "mmt_fb"]},
+            r"retrieval\.variants\[2\]: mmt_fb needs 2 hops; synthesis\.hops is 1$",  # hop 1 is made, not kept
+        ),
+        (
+            {"synthesis.hops": 3, "retrieval.variants": ["none", "mmt_fbfb"]},
+            r"retrieval\.variants\[1\]: mmt_fbfb needs 4 hops; synthesis\.hops is 3$",
+        ),
+        (
+            {"retrieval.variants": ["none", "mmt_b"]},
+            r"retrieval\.variants\[1\]: mmt_b is retired: the back-translated pivot captions alone \(hop 2\) are "
+            r"now mmt_fb, MMT\(f\+b\) as the paper defines it; hops 1 and 2 together are mmt_f_fb$",
         ),
         (
             {"synthesis.hops": 1, "retrieval.variants": ["mt_fb"]},
@@ -447,8 +456,8 @@ def test_two_corpora_with_separate_roles(tree: dict[str, Any]) -> None:
             r"augment\.custom_variants\.mmt-b: got 'mmt-b', allowed: lowercase letters, digits and _",
         ),
         (
-            {"augment.custom_variants": {"mmt_b": {"origin": "mmt", "hops": 2, "keep": [2]}}},
-            r"augment\.custom_variants\.mmt_b: a preset has this name; presets: none, mt_f",
+            {"augment.custom_variants": {"mmt_fb": {"origin": "mmt", "hops": 2}}},
+            r"augment\.custom_variants\.mmt_fb: a preset has this name; presets: none, mt_f",
         ),
         (
             {"augment.custom_variants": {"para": {"origin": "mmt", "hops": 2, "keep": [3]}}},

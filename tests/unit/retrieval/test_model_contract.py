@@ -41,6 +41,7 @@ TINY: dict[str, dict[str, Any]] = {
     "parallel_embn": {"word_dim": 8, "hidden": 16, "embed_dim": 10, "image_hidden": 16, "topk": 3},
     "vsepp": {"word_dim": 8, "hidden": 16},
     "multihead": {"word_dim": 8, "hidden": 16, "heads": 3, "attention_dim": 12, "context_dim": 10},
+    "scan_fusion": {"word_dim": 8, "hidden": 16, "image_chunk": 2, "caption_chunk": 3},
 }
 
 # Parameters that a normal training step leaves without a gradient, by registry name (regexes over parameter
