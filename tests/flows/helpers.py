@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,16 @@ def copy_project_code(root: Path) -> None:
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
         else:
             shutil.copy2(source, root / name)
+
+
+def run(command: list[str], cwd: Path, env: Mapping[str, str]) -> str:
+    """Run ``command`` in ``cwd``; its output, stdout then stderr (a failure fails the test with both)."""
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def commit(root: Path, env: Mapping[str, str], message: str) -> None:
+    """Commit everything in the scratch repository ``root``."""
+    run(["git", "add", "-A"], root, env)
+    run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.org", "commit", "-q", "-m", message], root, env)

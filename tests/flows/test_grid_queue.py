@@ -14,22 +14,11 @@ import yaml
 
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.grid import plan
-from tests.flows.helpers import REPO, copy_project_code, tiny_params_tree, write_params
+from tests.flows.helpers import REPO, commit, copy_project_code, run, tiny_params_tree, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow]
 
 RUNS = ("san-none-all", "san-mmt_f-all")
-
-
-def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
-
-
-def commit(root: Path, env: dict[str, str], message: str) -> None:
-    run(["git", "add", "-A"], root, env)
-    run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.org", "commit", "-q", "-m", message], root, env)
 
 
 def lock_entries(root: Path) -> dict[str, dict[str, object]]:

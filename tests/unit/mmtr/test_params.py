@@ -529,8 +529,8 @@ def test_the_text_only_route_needs_no_mmt(tree: dict[str, Any]) -> None:
 
 
 def test_params_yaml_is_in_the_form_dvc_writes() -> None:
-    """`dvc exp run -S key=value` rewrites params.yaml through ruamel with DVC's settings; a file already in that
-    form changes only in the set key, so `git diff` and `dvc exp show` show one line, not a reformatted file."""
+    """DVC's YAML writer (ruamel with DVC's settings) leaves params.yaml as it is, and an edited key changes one
+    line. (`dvc exp run -S` goes through Hydra's overrides instead: the next test.)"""
     from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update
 
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
@@ -542,3 +542,24 @@ def test_params_yaml_is_in_the_form_dvc_writes() -> None:
         pair for pair in zip(text.splitlines(), dumps_yaml(tree).splitlines(), strict=True) if pair[0] != pair[1]
     ]
     assert changed == [(f"    epochs: {epochs}", f"    epochs: {epochs + 3}")]
+
+
+def test_set_param_keeps_every_other_value_and_every_comment(tmp_path: Path) -> None:
+    """`dvc exp run -S key=value` writes params.yaml through Hydra's override grammar (``apply_overrides``, what DVC
+    runs for every ``-S``): the key changes, every other value and every comment stays, only the lists' layout
+    changes (block style), which `dvc params diff` and `dvc exp show` do not see."""
+    from dvc.utils.hydra import apply_overrides
+
+    text = (REPO / "params.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "params.yaml"
+    path.write_text(text, encoding="utf-8")
+    apply_overrides(str(path), ["retrieval.train.epochs=24"])
+    after = path.read_text(encoding="utf-8")
+    expected = yaml.safe_load(text)
+    expected["retrieval"]["train"]["epochs"] = 24
+    assert yaml.safe_load(after) == expected
+
+    def comments(yaml_text: str) -> list[str]:
+        return sorted(match.group(0).strip() for match in re.finditer(r"#.*", yaml_text))
+
+    assert comments(after) == comments(text)
