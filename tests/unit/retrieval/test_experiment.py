@@ -113,6 +113,41 @@ def test_model_names_kinds_and_fasttext_languages_are_checked() -> None:
     RetrievalConfig(languages=("en", "de"), vocab=VocabConfig(fasttext={"de": "cc.de.300.vec"}))
 
 
+def test_an_alias_runs_a_model_with_its_fields_over_the_models_config() -> None:
+    config = RetrievalConfig(
+        models=("multihead", "multihead_nodiv"),
+        configs={"multihead": {"hidden": 8, "text_ranking_weight": 0.6}},
+        aliases={"multihead_nodiv": {"model": "multihead", "diversity_weight": 0.0}},
+    )
+    assert config.run_names() == ["multihead-none-all", "multihead_nodiv-none-all"]
+    assert config.registry_model("multihead_nodiv") == "multihead" and config.registry_model("san") == "san"
+    own, alias = config.model_config("multihead"), config.model_config("multihead_nodiv")
+    assert alias == dataclasses.replace(own, diversity_weight=0.0) and own.diversity_weight == 1.0
+    assert alias.hidden == 8 and alias.text_ranking_weight == 0.6
+    assert dataclasses.replace(config) == config  # Prefect's re-validation
+
+
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        ({"multihead-nodiv": {"model": "multihead"}}, r"^aliases\.multihead-nodiv: got 'multihead-nodiv', allowed: "),
+        ({"san": {"model": "dan"}}, r"^aliases\.san: a registry model has this name$"),
+        ({"clip2": {"model": "clip"}}, rf"^aliases\.clip2\.model: expected model: one of {MODEL_NAMES}, got 'clip'$"),
+        ({"nodiv": {"diversity_weight": 0}}, r"^aliases\.nodiv\.model: expected model: one of .*, got None$"),
+        ({"nodiv": {"model": "multihead", "diversity_weight": -1}}, r"^aliases\.nodiv\.diversity_weight: got -1"),
+        ({"nodiv": {"model": "san", "diversity_weight": 0}}, r"^aliases\.nodiv\.diversity_weight: unknown key"),
+    ],
+)
+def test_bad_aliases_name_their_key_path(aliases: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RetrievalConfig(models=("san",), aliases=aliases)
+
+
+def test_an_unknown_model_lists_the_aliases_too() -> None:
+    with pytest.raises(SettingError, match=r"^models\[0\]: unknown name 'nodiv'; known: san, .*, multihead, twin$"):
+        RetrievalConfig(models=("nodiv",), aliases={"twin": {"model": "san"}})
+
+
 def test_settings_errors_from_params_carry_the_section_path() -> None:
     with pytest.raises(SettingError, match=r"^retrieval\.configs\.vsepp\.hiden: unknown key"):
         build(RetrievalConfig, {"models": ["vsepp"], "configs": {"vsepp": {"hiden": 3}}}, "retrieval")
