@@ -523,6 +523,21 @@ def test_a_role_tested_on_a_language_it_never_trains_on_stops_before_training(da
     assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "model.json").exists()
 
 
+def test_an_alias_trains_its_registry_model_with_its_own_config(data: Data, tmp_path: Path) -> None:
+    """The Huang et al. 2019 profile's runs: multihead under another name, its loss, the joint objective on."""
+    config = dataclasses.replace(
+        CONFIG,
+        models=("huang2019_nodiv",),
+        configs={"multihead": {"word_dim": 8, "hidden": 8, "attention_dim": 8, "context_dim": 8}},
+        aliases={"huang2019_nodiv": {"model": "multihead", "text_ranking_weight": 0.6, "diversity_weight": 0.0}},
+        train=dataclasses.replace(CONFIG.train, epochs=1, weight_decay=1e-6),
+    )
+    train_model(config, "huang2019_nodiv", ALL, data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
+    loaded = load_retrieval(tmp_path / "model", device=torch.device("cpu"), expect_model="multihead")
+    assert loaded.model.config == config.model_config("huang2019_nodiv")  # type: ignore[attr-defined]
+    assert loaded.model.text_ranking_weight() == 0.6 and loaded.extra["loss"] == "max_violation"
+
+
 def test_beta_without_a_training_type_stops_before_training(data: Data, tmp_path: Path) -> None:
     config = dataclasses.replace(CONFIG, objective=RankingLoss(beta={"fr-mt": 1.0}))
     with pytest.raises(InputError, match=r"gives no weight to the training types \['de-human', 'de-mmt', 'en-human'\]"):
