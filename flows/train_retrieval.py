@@ -129,8 +129,9 @@ def best_epoch_line(run: str, seed: int, summary: dict[str, Any], epochs: int) -
 
 def check_names(model: str, variant: str, role: str, params: Params) -> None:
     """Unknown names end the stage with the known ones listed."""
-    if model not in MODELS:
-        raise InputError(f"unknown retrieval model {model!r}; known: {', '.join(sorted(MODELS))}")
+    aliases = params.retrieval.aliases
+    if model not in MODELS and model not in aliases:
+        raise InputError(f"unknown retrieval model {model!r}; known: {', '.join(sorted((*MODELS, *aliases)))}")
     variants = params.augment.variants
     if variant not in variants:
         raise InputError(f"unknown caption variant {variant!r}; known: {', '.join(variants)}")
@@ -141,7 +142,7 @@ def check_names(model: str, variant: str, role: str, params: Params) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = stage_parser("train_retrieval", __doc__ or "")
-    parser.add_argument("--model", required=True, help="registry name (one of retrieval.models)")
+    parser.add_argument("--model", required=True, help="registry name or alias (one of retrieval.models)")
     parser.add_argument("--variant", required=True, help="caption variant (one of retrieval.variants)")
     parser.add_argument("--role", required=True, help="language role (one of retrieval.roles)")
     for name in ("augmented", "store", "word_vectors", "queries", "out", "metrics"):

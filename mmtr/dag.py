@@ -524,8 +524,10 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
                     f"{paths.augmented}/{variant}/{caption_variant_file(lang)}"
                     for lang in sorted(retrieval.caption_languages())
                 )
+                base = retrieval.registry_model(model)
                 own = (
-                    *((f"retrieval.configs.{model}",) if model in retrieval.configs else ()),
+                    *((f"retrieval.configs.{base}",) if base in retrieval.configs else ()),
+                    *((f"retrieval.aliases.{model}",) if model in retrieval.aliases else ()),
                     *((f"retrieval.custom_roles.{role}",) if role not in PRESETS else ()),
                     *((f"augment.custom_variants.{variant}",) if variant in params.augment.custom_variants else ()),
                 )
@@ -613,5 +615,5 @@ def _report(c: _Context, pipeline: Pipeline) -> None:
 
 def _shared_retrieval_settings(retrieval: RetrievalConfig) -> tuple[str, ...]:
     """The retrieval settings every run reads: all but the lists of runs and the per-model and per-role entries."""
-    per_run = ("models", "variants", "roles", "configs", "custom_roles")
+    per_run = ("models", "variants", "roles", "configs", "aliases", "custom_roles")
     return tuple(f"retrieval.{f.name}" for f in dataclasses.fields(retrieval) if f.name not in per_run)

@@ -5,7 +5,7 @@ its runs (:func:`run_name`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.checks import SettingError, check_not_empty, check_range
@@ -32,13 +32,16 @@ class RetrievalConfig:
     """The `retrieval` section of params.yaml.
 
     Attributes:
-        models: Registry names; every model x variant x role is one training run.
+        models: Registry names or ``aliases``; every model x variant x role is one training run.
         variants: Caption variants (`augment`'s output): presets of ``mmt.augment`` or ``augment.custom_variants``.
         languages: The caption languages the runs draw on (a role's ``targets`` are those other than the pivot).
         roles: Language roles, one run each: names of :data:`~retrieval.roles.PRESETS` or of ``custom_roles``.
         custom_roles: Roles of your own, by name.
         train_kinds: Human caption kinds used for training (comparable: Multi30K task 2 style).
         configs: Model -> its config dataclass (fields not set keep the paper's defaults).
+        aliases: Run names for a registry model with settings of its own, so that one model can run twice in one
+            experiment: ``{multihead_nodiv: {model: multihead, diversity_weight: 0}}`` trains ``multihead`` with
+            ``configs.multihead`` and the fields given over it, under the name ``multihead_nodiv``.
         vocab: The word vocabulary.
         objective: The ranking loss.
         train: The schedule.
@@ -55,6 +58,7 @@ class RetrievalConfig:
     custom_roles: dict[str, LanguageRole] = field(default_factory=dict)
     train_kinds: tuple[str, ...] = ("comparable",)
     configs: dict[str, Any] = field(default_factory=dict)
+    aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     objective: RankingLoss = field(default_factory=RankingLoss)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -66,8 +70,9 @@ class RetrievalConfig:
         check_not_empty("models", self.models, "model")
         check_range("replicates", self.replicates, 1, 100)
         for index, name in enumerate(self.models):
-            if name not in MODELS:
-                raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {', '.join(MODELS)}")
+            if name not in MODELS and name not in self.aliases:
+                names = ", ".join((*MODELS, *self.aliases))
+                raise SettingError(f"models[{index}]", f"unknown name {name!r}; known: {names}")
         check_not_empty("variants", self.variants, "variant")
         check_not_empty("languages", self.languages, "language")
         check_not_empty("roles", self.roles, "role")
@@ -103,6 +108,14 @@ class RetrievalConfig:
             else:
                 raise SettingError(f"configs.{name}", f"expected a mapping of settings, got {values!r}")
         object.__setattr__(self, "configs", typed)  # frozen: the typed configs replace the mappings once, here
+        for name, entry in self.aliases.items():
+            check_role_name(f"aliases.{name}", name)  # a run name's part: no hyphen
+            if name in MODELS:
+                raise SettingError(f"aliases.{name}", "a registry model has this name")
+            if entry.get("model") not in MODELS:
+                message = f"expected model: one of {', '.join(MODELS)}, got {entry.get('model')!r}"
+                raise SettingError(f"aliases.{name}.model", message)
+            self.model_config(name)  # its fields over the model's config: unknown keys and bad values named
         for lang in self.vocab.fasttext:
             if lang not in self.languages:
                 raise SettingError(f"vocab.fasttext.{lang}", f"not one of retrieval.languages {list(self.languages)}")
@@ -133,6 +146,15 @@ class RetrievalConfig:
                 )
         return resolved
 
+    def registry_model(self, name: str) -> str:
+        """The registry model a run's model name (a registry name or an alias) trains."""
+        return str(self.aliases[name]["model"]) if name in self.aliases else name
+
     def model_config(self, name: str) -> Any:
-        """The config dataclass of model ``name``: the configured one, or the paper's defaults."""
+        """The config dataclass of model ``name``: the configured one, or the paper's defaults; for an alias, its
+        model's with the alias's fields over it."""
+        if name in self.aliases:
+            model = self.registry_model(name)
+            own = {key: value for key, value in self.aliases[name].items() if key != "model"}
+            return make_config(model, asdict(self.model_config(model)) | own, path=f"aliases.{name}")
         return self.configs[name] if name in self.configs else make_config(name, {})

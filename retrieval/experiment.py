@@ -125,9 +125,11 @@ def train_model(
     validation = _validation_sets(config, role.test, captions_path, vocab, store.row_index)
     model_config = config.model_config(name)
     torch.manual_seed(seed)
-    model = build_model(name, model_config, vocab_size=len(vocab), languages=len(languages), region_dim=store.dim)
+    model = build_model(
+        config.registry_model(name), model_config, vocab_size=len(vocab), languages=len(languages), region_dim=store.dim
+    )
     load_word_vectors(model, vocab, config.vocab.fasttext, word_vectors)
-    loss = config.objective.for_model(name, model.default_loss)
+    loss = config.objective.for_model(config.registry_model(name), model.default_loss)
     try:
         weights = loss.type_weights(train.type_names)
     except ValueError as error:

@@ -177,6 +177,11 @@ class RetrievalModel(nn.Module, ABC):
         """Weighted losses added to the ranking loss (MULE's constraints, head diversity); none by default."""
         return {}
 
+    # gamma of Huang et al. 2019's cross-lingual text ranking term (Eq. 4, :mod:`retrieval.joint`), trained in every
+    # step beside the image-text ranking loss; 0 (none) for models without one.
+    def text_ranking_weight(self) -> float:
+        return 0.0
+
     # Epochs of text-only pre-training before the image-text training (MULE's universal-embedding
     # pre-training); 0 for models without one.
     def pretrain_epochs(self) -> int:

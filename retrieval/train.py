@@ -6,6 +6,8 @@ and synthesized captions in equal portions (section 3.3). Options:
 - c2c (Kádár et al. 2018): with probability ``c2c_probability`` a step is instead a caption-caption ranking
   step on pairs of captions of the same image in two languages (VSE++ max-violation, captions of the same
   image masked), for models with one vector per caption.
+- a model's cross-lingual text ranking term (Huang et al. 2019, Eq. 4; :mod:`retrieval.joint`) joins the loss of
+  every step when its weight is above 0.
 - a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
 Deterministic on the CPU for a given seed and thread count.
 
@@ -41,6 +43,7 @@ from common.train_state import ResumePoint, restore_rng_state, rng_state
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
+from retrieval.joint import JointTextRanking
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
 
@@ -65,6 +68,7 @@ class TrainConfig:
         hardest negatives from the first step can collapse every score to one value, VSE++ issue #27).
     max_steps: Stop after this many steps, validating the epoch they end in, if set: a fixed amount of work
         whatever the corpus size (cost measurements, smoke runs).
+    weight_decay: Adam's L2 penalty, added to every gradient (Huang et al. 2019: 1e-6; 0 = none).
     """
 
     epochs: int = 24
@@ -78,6 +82,7 @@ class TrainConfig:
     c2c_probability: float = 0.0
     warmup_epochs: int = 0
     max_steps: int | None = None
+    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -90,6 +95,7 @@ class TrainConfig:
         check_range("patience", self.patience, 0, 10_000)
         check_fraction("c2c_probability", self.c2c_probability)
         check_range("warmup_epochs", self.warmup_epochs, 0, 10_000)
+        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         if self.max_steps is not None:
             check_range("max_steps", self.max_steps, 1, 100_000_000)
 
@@ -110,6 +116,12 @@ class FitResult:
 def learning_rate(config: TrainConfig, epoch: int) -> float:
     """The rate of epoch ``epoch``, counted from 0."""
     return config.lr * (config.lr_decay if epoch >= config.lr_decay_epoch else 1.0)
+
+
+def adam(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Adam:
+    """Adam at ``config.lr``; ``config.weight_decay`` is Adam's own L2 penalty (decay * weight added to each gradient
+    before the moments), the optimiser and "weight decay" the paper names, not AdamW's decoupled decay."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
 
 def fit(
@@ -168,7 +180,8 @@ def fit(
         pretrain(model, train, config=config, device=device, autocast=autocast, rng=rng, name=name)
         if model.pretrain_epochs() > 0:  # a kill in the epochs after it does not redo it
             _save(resume, {"epoch": 0, "finished": False, "model": model.state_dict(), "rng": rng_state(rng)})
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = adam(model, config)
+    joint = JointTextRanking.for_fit(model, train, loss.margin, rng)
     sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
@@ -221,6 +234,7 @@ def fit(
                     autocast,
                     progress,
                     where=f"epoch {number}, step {step}",
+                    joint=joint,
                 )
                 losses.append(value)
             step += 1
@@ -313,6 +327,7 @@ def _ranking_step(
     progress: float,
     *,
     where: str,
+    joint: JointTextRanking | None = None,
 ) -> float:
     rows, caption_image = images_of(train.image_rows[indices])
     # data-parallel: each rank encodes its share of the images and captions; the loss sees the whole batch
@@ -331,6 +346,8 @@ def _ranking_step(
         context = BatchContext(caption_index, langs, progress)
         for extra in model.extra_losses(image_embedded, text_embedded, context).values():
             total = total + extra.float()
+        if joint is not None:
+            total = total + joint.loss(model, indices, text_embedded, device).float()
     return _apply(model, optimizer, total, config.clip, where=where)
 
 

@@ -1,11 +1,11 @@
 """Profiles: the papers' experiments as params overlays, one file per table under ``profiles/`` (on the built-in
-world: ``table<n>`` and the pass ablation ``passes``; on real data: ``real_<corpus>``), and the papers' sizes for a
-GPU (``paper_sizes``).
+world: ``table<n>``, the pass ablation ``passes`` and ``huang2019``; on real data: ``real_<corpus>``), and the papers'
+sizes for a GPU (``paper_sizes``, ``huang2019_sizes``).
 
 A profile is a partial params tree. Applying it merges it into a params file (mappings key by key, any other
-value replaced; `corpora`, `corpus_roles` and `retrieval.objective.per_model` are replaced whole, and every
-profile sets the same keys, so nothing of an earlier profile leaks into the next), validates the result as
-:class:`~mmtr.params.Params`, and writes it back atomically with its comments kept, so that ``dvc exp run``
+value replaced; `corpora`, `corpus_roles`, `retrieval.aliases` and `retrieval.objective.per_model` are replaced
+whole, and every profile sets the same keys, so nothing of an earlier profile leaks into the next), validates the
+result as :class:`~mmtr.params.Params`, and writes it back atomically with its comments kept, so that ``dvc exp run``
 (or ``dvc repro``) runs the experiment and DVC records exactly what changed. The built-in corpora are the
 default inputs of every profile; point `corpora` at your data to run it on real data.
 """
@@ -13,6 +13,7 @@ default inputs of every profile; point `corpora` at your data to run it on real 
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
@@ -67,10 +68,17 @@ def _profile_path(name: str, folder: Path) -> Path:
 
 
 # Sections a profile replaces whole (keys it leaves out are dropped): the corpora of one experiment are not a
-# patch on another's, and neither are its per-model losses.
+# patch on another's, and neither are its model aliases or per-model losses.
 # "corpora.*": each corpus entry too (an image_set of one experiment's corpus must not stay on the next one's).
 REPLACED_WHOLE = frozenset(
-    {"corpora", "corpora.*", "corpus_roles", "prepare.multi30k.eval_sets", "retrieval.objective.per_model"}
+    {
+        "corpora",
+        "corpora.*",
+        "corpus_roles",
+        "prepare.multi30k.eval_sets",
+        "retrieval.aliases",
+        "retrieval.objective.per_model",
+    }
 )
 
 
@@ -95,6 +103,18 @@ def merge(
             base[key] = value
 
 
+def _float(representer: Any, value: float) -> Any:
+    """A profile's float as YAML 1.1 readers (PyYAML, which loads params.yaml) take it: ruamel writes 1e-06, which
+    they read as a string; 1.0e-06 is a float to both."""
+    text = repr(value)
+    mantissa, exponent, power = text.partition("e")
+    if not exponent or not math.isfinite(value):
+        return representer.represent_float(value)
+    if "." not in mantissa:
+        text = f"{mantissa}.0e{power}"
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
+
+
 def apply_profile(name: str, params_path: Path, out_path: Path, folder: Path = PROFILES) -> Params:
     """Merge profile ``name`` into the params file at ``params_path``, validate, and write ``out_path``.
 
@@ -105,6 +125,7 @@ def apply_profile(name: str, params_path: Path, out_path: Path, folder: Path = P
     overlay = load_profile(name, folder)
     round_trip = YAML()  # keeps the params file's comments and key order
     round_trip.width = 4096
+    round_trip.representer.add_representer(float, _float)
     try:
         tree = round_trip.load(params_path.read_text(encoding="utf-8"))
     except Exception as error:  # ruamel raises several unrelated types for bad YAML

@@ -31,10 +31,11 @@ heads are pushed apart until their cosine is at most alpha_D. (Reading s in Eq. 
 is h = alpha_D - s, the equation as typeset.
 
 Hyper-parameters from section 4.1: K = 3, H = 512, H_c = 512 ("the same dimension is shared by all the
-context vectors"), alpha_D = 0.1, beta = 1.0 (and alpha = 0.2, gamma = 0.6 for the ranking terms, which
-belong to the trainer). H_attn is not given; we use H. Deviations: one word-embedding table and one Bi-LSTM
-for every language (the project's vocabulary is shared and FastText vectors go into one table; the paper has
-one of each per language, which is the PARALLEL baseline's design).
+context vectors"), alpha_D = 0.1, beta = 1.0, and alpha = 0.2 for the ranking terms (``retrieval.objective.margin``).
+gamma = 0.6 weighs the cross-lingual text ranking term l(G, E) of Eq. 4 (``text_ranking_weight``; default 0, off;
+:mod:`retrieval.joint` says how the trainer pairs the captions). H_attn is not given; we use H. Deviations: one
+word-embedding table and one Bi-LSTM for every language (the project's vocabulary is shared and FastText vectors go
+into one table; the paper has one of each per language, which is the PARALLEL baseline's design).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from common.checks import check, check_choice, check_positive
+from common.checks import check, check_choice, check_positive, check_range
 from retrieval.encoders import ImageEncoderKind, RegionEncoder, RNNKind, TextEncoder, l2norm, masked_softmax
 from retrieval.model import BatchContext, Embedded, ImageBatch, RetrievalModel, TextBatch
 
@@ -68,6 +69,8 @@ class MultiHeadConfig:
     diversity_margin: alpha_D (paper: 0.1).
     diversity_weight: beta (paper: 1.0); 0 turns the diversity loss off.
     diversity_hinge: ``below_margin`` or ``as_printed`` (see the module notes).
+    text_ranking_weight: gamma of Eq. 4, the cross-lingual text ranking term (:mod:`retrieval.joint`; paper: 0.6);
+        0 (default) trains the image-text terms alone.
     """
 
     word_dim: int = 300
@@ -81,6 +84,7 @@ class MultiHeadConfig:
     diversity_margin: float = 0.1
     diversity_weight: float = 1.0
     diversity_hinge: DiversityHinge = "below_margin"
+    text_ranking_weight: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("word_dim", "hidden", "heads", "attention_dim", "context_dim"):
@@ -90,6 +94,7 @@ class MultiHeadConfig:
         check(self.diversity_margin >= 0, "diversity_margin", self.diversity_margin, "diversity_margin >= 0")
         check(self.diversity_weight >= 0, "diversity_weight", self.diversity_weight, "diversity_weight >= 0")
         check_choice("diversity_hinge", self.diversity_hinge, DiversityHinge)
+        check_range("text_ranking_weight", self.text_ranking_weight, 0.0, 100.0)
 
 
 class ContextHeads(nn.Module):
@@ -155,6 +160,9 @@ class MultiHeadDiversity(RetrievalModel):
             rows = (langs == lang).nonzero(as_tuple=True)[0]
             heads = heads.index_copy(0, rows, self.text_attention[lang](states[rows], mask[rows])[0])
         return heads
+
+    def text_ranking_weight(self) -> float:
+        return self.config.text_ranking_weight
 
     def extra_losses(self, images: Embedded, texts: Embedded, context: BatchContext) -> dict[str, Tensor]:
         """{"diversity": beta * l^D(V, E, G)} (Eq. 6-7) from the per-head vectors of both encoders."""

@@ -132,6 +132,16 @@ def test_a_retrieval_run_depends_on_its_own_settings_and_languages() -> None:
     assert san.deps[:2] == ("data/augmented/mmt_f/captions.de.parquet", "data/augmented/mmt_f/captions.en.parquet")
 
 
+def test_an_alias_run_depends_on_its_models_config_and_its_own_entry() -> None:
+    tree = real_tree()
+    tree["retrieval"]["models"] = ["san", "san_wide"]
+    tree["retrieval"]["configs"] = {"san": {"hidden": 8}}
+    tree["retrieval"]["aliases"] = {"san_wide": {"model": "san", "hidden": 16}}
+    runs = build_pipeline(parse_params(tree)).groups["train_retrieval"]
+    assert {"retrieval.configs.san", "retrieval.aliases.san_wide"} <= set(runs["san_wide-none-all"].params)
+    assert not [key for key in runs["san-none-all"].params if key.startswith("retrieval.aliases")]
+
+
 def test_stage_changes_are_named_briefly() -> None:
     assert describe_change(["a", "b"], ["b", "c"]) == "+c -a"
     assert describe_change(["a"], ["a"]) == "the same stages"

@@ -72,6 +72,16 @@ def test_apply_keeps_comments_and_untouched_keys(params_file: Path, tmp_path: Pa
     assert merged["retrieval"]["objective"]["per_model"] == {"scan": "harder"}
 
 
+def test_a_small_float_of_a_profile_is_written_as_a_float(params_file: Path, tmp_path: Path) -> None:
+    """ruamel writes 1e-06, a string to YAML 1.1 readers such as PyYAML; the params file gets 1.0e-06."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "decay.yaml").write_text("# decay\nretrieval:\n  train: {weight_decay: 1.0e-6}\n", encoding="utf-8")
+    params = apply_profile("decay", params_file, params_file, folder)
+    assert params.retrieval.train.weight_decay == 1e-6
+    assert "weight_decay: 1.0e-06" in params_file.read_text(encoding="utf-8")
+
+
 def test_an_invalid_profile_is_a_params_error_and_writes_nothing(params_file: Path, tmp_path: Path) -> None:
     folder = tmp_path / "profiles"
     folder.mkdir()

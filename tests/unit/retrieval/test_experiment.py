@@ -113,6 +113,41 @@ def test_model_names_kinds_and_fasttext_languages_are_checked() -> None:
     RetrievalConfig(languages=("en", "de"), vocab=VocabConfig(fasttext={"de": "cc.de.300.vec"}))
 
 
+def test_an_alias_runs_a_model_with_its_fields_over_the_models_config() -> None:
+    config = RetrievalConfig(
+        models=("multihead", "multihead_nodiv"),
+        configs={"multihead": {"hidden": 8, "text_ranking_weight": 0.6}},
+        aliases={"multihead_nodiv": {"model": "multihead", "diversity_weight": 0.0}},
+    )
+    assert config.run_names() == ["multihead-none-all", "multihead_nodiv-none-all"]
+    assert config.registry_model("multihead_nodiv") == "multihead" and config.registry_model("san") == "san"
+    own, alias = config.model_config("multihead"), config.model_config("multihead_nodiv")
+    assert alias == dataclasses.replace(own, diversity_weight=0.0) and own.diversity_weight == 1.0
+    assert alias.hidden == 8 and alias.text_ranking_weight == 0.6
+    assert dataclasses.replace(config) == config  # Prefect's re-validation
+
+
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        ({"multihead-nodiv": {"model": "multihead"}}, r"^aliases\.multihead-nodiv: got 'multihead-nodiv', allowed: "),
+        ({"san": {"model": "dan"}}, r"^aliases\.san: a registry model has this name$"),
+        ({"clip2": {"model": "clip"}}, rf"^aliases\.clip2\.model: expected model: one of {MODEL_NAMES}, got 'clip'$"),
+        ({"nodiv": {"diversity_weight": 0}}, r"^aliases\.nodiv\.model: expected model: one of .*, got None$"),
+        ({"nodiv": {"model": "multihead", "diversity_weight": -1}}, r"^aliases\.nodiv\.diversity_weight: got -1"),
+        ({"nodiv": {"model": "san", "diversity_weight": 0}}, r"^aliases\.nodiv\.diversity_weight: unknown key"),
+    ],
+)
+def test_bad_aliases_name_their_key_path(aliases: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingError, match=message):
+        RetrievalConfig(models=("san",), aliases=aliases)
+
+
+def test_an_unknown_model_lists_the_aliases_too() -> None:
+    with pytest.raises(SettingError, match=r"^models\[0\]: unknown name 'nodiv'; known: san, .*, multihead, twin$"):
+        RetrievalConfig(models=("nodiv",), aliases={"twin": {"model": "san"}})
+
+
 def test_settings_errors_from_params_carry_the_section_path() -> None:
     with pytest.raises(SettingError, match=r"^retrieval\.configs\.vsepp\.hiden: unknown key"):
         build(RetrievalConfig, {"models": ["vsepp"], "configs": {"vsepp": {"hiden": 3}}}, "retrieval")
@@ -486,6 +521,21 @@ def test_a_role_tested_on_a_language_it_never_trains_on_stops_before_training(da
     ):
         train_model(CONFIG, "san", role, human_only, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
     assert not (tmp_path / "model.safetensors").exists() and not (tmp_path / "model.json").exists()
+
+
+def test_an_alias_trains_its_registry_model_with_its_own_config(data: Data, tmp_path: Path) -> None:
+    """The Huang et al. 2019 profile's runs: multihead under another name, its loss, the joint objective on."""
+    config = dataclasses.replace(
+        CONFIG,
+        models=("huang2019_nodiv",),
+        configs={"multihead": {"word_dim": 8, "hidden": 8, "attention_dim": 8, "context_dim": 8}},
+        aliases={"huang2019_nodiv": {"model": "multihead", "text_ranking_weight": 0.6, "diversity_weight": 0.0}},
+        train=dataclasses.replace(CONFIG.train, epochs=1, weight_decay=1e-6),
+    )
+    train_model(config, "huang2019_nodiv", ALL, data.captions, data.store, tmp_path, tmp_path, seed=0, runtime=CPU)
+    loaded = load_retrieval(tmp_path / "model", device=torch.device("cpu"), expect_model="multihead")
+    assert loaded.model.config == config.model_config("huang2019_nodiv")  # type: ignore[attr-defined]
+    assert loaded.model.text_ranking_weight() == 0.6 and loaded.extra["loss"] == "max_violation"
 
 
 def test_beta_without_a_training_type_stops_before_training(data: Data, tmp_path: Path) -> None:

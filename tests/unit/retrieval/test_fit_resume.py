@@ -55,6 +55,8 @@ def toy_model(name: str, vocab: Vocabulary, init_seed: int) -> RetrievalModel:
     sizes: dict[str, float] = {"word_dim": 16, "hidden": 16}
     if name == "mule":  # dropout: the same masks; a reversal strength that grows with the step: the same step count
         sizes |= {"mule_dim": 16, "embed_dim": 16, "image_hidden": 16, "pretrain_epochs": 1, "domain_adapt": 0.5}
+    if name == "multihead":  # the joint objective: the numpy generator's partner draws go on
+        sizes |= {"attention_dim": 16, "context_dim": 16, "text_ranking_weight": 0.6}
     torch.manual_seed(init_seed)
     return build_model(name, make_config(name, sizes), vocab_size=len(vocab), languages=2, region_dim=8)
 
@@ -106,6 +108,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
         ("vsepp", {}, 2),
         ("san", {"c2c_probability": 0.5, "warmup_epochs": 1}, 1),  # the numpy generator's c2c draws go on
         ("mule", {}, 3),  # its pre-training is not redone
+        ("multihead", {"weight_decay": 0.01}, 2),  # Huang et al. 2019: partners drawn every step, Adam's L2 penalty
     ],
 )
 def test_a_fit_stopped_after_an_epoch_resumes_to_the_same_weights_and_history(
