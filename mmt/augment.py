@@ -12,6 +12,8 @@ Presets (:data:`VARIANTS`, generalised to every target language):
 - ``mt_fb`` / ``mmt_fb``: plus those translated back into the pivot (hops 1 and 2);
 - ``mt_b`` / ``mmt_b``: the back-translations alone (hop 2: pivot paraphrases, the paper's monolingual setting);
 - ``mt_fbf`` / ``mmt_fbf``: plus the paraphrases translated forward again (hops 1, 2 and 3).
+- ``mt_to_pivot`` / ``mmt_to_pivot``: plus each target's own human captions translated into the pivot (MULE,
+  Kim et al. 2020, Table 4(b); made when ``synthesis.to_pivot`` is set).
 Rows keep their provenance columns, so a retrieval model can still select among them by language and origin.
 """
 
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 
 from common.checks import SettingError, check, check_range
 from corpora.tables import validate_captions
-from mmt.synthesis import MAX_HOPS, Origin
+from mmt.synthesis import MAX_HOPS, Origin, to_pivot_mask
 
 _SYSTEM_LABELS: dict[Origin, str] = {"mt": "MT", "mmt": "MMT"}
 
@@ -38,18 +40,22 @@ class Variant:
         hops: The passes followed: 1 forward (f), 2 forward then back (f+b), 3 f+b+f, ...; 0 exactly when
             ``origin`` is null.
         keep: The hops whose captions are added, each 1..``hops``; empty: every hop.
+        to_pivot: Also add the targets' human captions translated into the pivot (``synthesis.to_pivot``); with
+            it, ``hops`` may be 0 (those translations alone).
     """
 
     origin: Origin | None = None
     hops: int = 0
     keep: tuple[int, ...] = ()
+    to_pivot: bool = False
 
     def __post_init__(self) -> None:
         check(self.origin in (None, *_SYSTEM_LABELS), "origin", self.origin, "mt, mmt or null")
         check_range("hops", self.hops, 0, MAX_HOPS)
-        if self.origin is None and self.hops:
-            raise SettingError("origin", f"missing: hops {self.hops} need a system to translate with (mt or mmt)")
-        if self.origin is not None and not self.hops:
+        if self.origin is None and (self.hops or self.to_pivot):
+            asked = f"hops {self.hops} need" if self.hops else "to_pivot needs"
+            raise SettingError("origin", f"missing: {asked} a system to translate with (mt or mmt)")
+        if self.origin is not None and not self.hops and not self.to_pivot:
             raise SettingError("hops", f"got 0, allowed: 1 to {MAX_HOPS} with origin {self.origin}")
         for index, hop in enumerate(self.keep):
             allowed = f"a hop from 1 to {self.hops}" if self.hops else "none (this variant has no hops)"
@@ -62,13 +68,16 @@ class Variant:
         return tuple(sorted(self.keep)) if self.keep else tuple(range(1, self.hops + 1))
 
     def display_name(self) -> str:
-        """The paper's notation: ``-``, ``MT(f)``, ``MMT(f+b)``, ``MMT(f+b+f)``, ``MMT(f+b; hop 2)``."""
+        """The paper's notation: ``-``, ``MT(f)``, ``MMT(f+b)``, ``MMT(f+b+f)``, ``MMT(f+b; hop 2)``; the targets'
+        captions translated into the pivot read ``MMT(t→p)`` (``MMT(f, t→p)`` beside forward translations)."""
         if self.origin is None:
             return "-"
         passes = "+".join("f" if hop % 2 else "b" for hop in range(1, self.hops + 1))
         kept = self.kept_hops()
         if kept != tuple(range(1, self.hops + 1)):
             passes += f"; hop{'s' if len(kept) > 1 else ''} {', '.join(map(str, kept))}"
+        if self.to_pivot:
+            passes = f"{passes}, t→p" if passes else "t→p"
         return f"{_SYSTEM_LABELS[self.origin]}({passes})"
 
 
@@ -83,10 +92,16 @@ VARIANTS: dict[str, Variant] = {
     "mmt_b": Variant("mmt", hops=2, keep=(2,)),
     "mmt_fbf": Variant("mmt", hops=3),
 }
+# The targets' human captions translated into the pivot (MULE's Table 4(b)), alone.
+VARIANTS |= {
+    "mt_to_pivot": Variant("mt", to_pivot=True),
+    "mmt_to_pivot": Variant("mmt", to_pivot=True),
+}
 
 
-def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -> pa.Table:
-    """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops (validated).
+def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant, *, pivot: str) -> pa.Table:
+    """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops, and with
+    ``to_pivot`` its translations of the targets' captions into ``pivot`` (validated).
 
     A captions table holds the parent of every caption. Where the variant drops a hop between kept ones (``mmt_b``
     keeps hop 2 but not hop 1), a kept caption's ``parent_id`` is pointed at its nearest ancestor the variant
@@ -96,11 +111,14 @@ def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -
     if variant.origin is None:
         return prepared
     from_origin = synthesized.filter(pc.equal(synthesized.column("origin"), variant.origin))
+    to_pivot = to_pivot_mask(from_origin, pivot)
+    chains = from_origin.filter(pc.invert(to_pivot))
     kept = variant.kept_hops()
-    chosen = from_origin.filter(pc.is_in(from_origin.column("hop"), pa.array(kept, pa.int32())))
-    if kept != tuple(range(1, kept[-1] + 1)):  # a hop is dropped below a kept one
-        chosen = _point_at_kept_ancestors(chosen, from_origin)
-    table = pa.concat_tables([prepared, chosen])
+    chosen = chains.filter(pc.is_in(chains.column("hop"), pa.array(kept, pa.int32())))
+    if kept and kept != tuple(range(1, kept[-1] + 1)):  # a hop is dropped below a kept one
+        chosen = _point_at_kept_ancestors(chosen, chains)
+    added = [chosen, from_origin.filter(to_pivot)] if variant.to_pivot else [chosen]
+    table = pa.concat_tables([prepared, *added])
     validate_captions(table, source=f"variant {variant.display_name()}")
     return table
 
