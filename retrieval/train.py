@@ -41,6 +41,7 @@ from common.train_state import ResumePoint, restore_rng_state, rng_state
 from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
+from retrieval.language_groups import LanguageGroupSampler
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
 
@@ -64,6 +65,9 @@ class TrainConfig:
         hardest negatives from the first step can collapse every score to one value, VSE++ issue #27).
     max_steps: Stop after this many steps, validating the epoch they end in, if set: a fixed amount of work
         whatever the corpus size (cost measurements, smoke runs).
+    language_group_batches: 0: off; n: MULE's batches (:mod:`retrieval.language_groups`), images drawn equally from
+        each language group, each with up to n captions per language (Kim et al. 2020: 2), in place of
+        ``synthetic_fraction``'s batches.
     """
 
     epochs: int = 24
@@ -77,6 +81,7 @@ class TrainConfig:
     c2c_probability: float = 0.0
     warmup_epochs: int = 0
     max_steps: int | None = None
+    language_group_batches: int = 0
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -91,6 +96,7 @@ class TrainConfig:
         check_range("warmup_epochs", self.warmup_epochs, 0, 10_000)
         if self.max_steps is not None:
             check_range("max_steps", self.max_steps, 1, 100_000_000)
+        check_range("language_group_batches", self.language_group_batches, 0, 16)
 
 
 @dataclass
@@ -168,7 +174,13 @@ def fit(
         if model.pretrain_epochs() > 0:  # a kill in the epochs after it does not redo it
             _save(resume, {"epoch": 0, "finished": False, "model": model.state_dict(), "rng": rng_state(rng)})
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
+    sampler: BalancedSampler | LanguageGroupSampler = BalancedSampler(
+        train.synthetic, config.batch_size, config.synthetic_fraction, seed
+    )
+    if config.language_group_batches:
+        sampler = LanguageGroupSampler(
+            train.image_rows, train.langs, config.batch_size, config.language_group_batches, seed
+        )
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=0, best_rsum=float("-inf"))
