@@ -83,3 +83,14 @@ def test_the_setting_is_off_by_default_and_range_checked() -> None:
     assert TrainConfig().language_group_batches == 0
     with pytest.raises(SettingError, match=r"^language_group_batches: got 17, allowed: 0 to 16$"):
         TrainConfig(language_group_batches=17)
+
+
+def test_fit_draws_the_language_group_batches_when_set() -> None:
+    """48 toy captions in batches of 12: 4 group batches an epoch against the balanced sampler's 6, so a cap of 5
+    steps ends in epoch 2 with the setting and in epoch 1 without it."""
+    from tests.unit.retrieval.test_data_train import train_toy
+
+    _, grouped, _, _ = train_toy("mule", epochs=3, max_steps=5, language_group_batches=1)
+    _, balanced, _, _ = train_toy("mule", epochs=3, max_steps=5)
+    assert [entry["epoch"] for entry in grouped.history] == [1, 2]  # type: ignore[attr-defined]
+    assert [entry["epoch"] for entry in balanced.history] == [1]  # type: ignore[attr-defined]
