@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.checks import check_positive, check_range
+from common.checks import check, check_fraction, check_positive, check_range
 from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 from common.epoch_log import EpochLine, format_epoch, seconds_left
 from common.train_state import ResumePoint, restore_rng_state, rng_state
@@ -81,6 +81,11 @@ class TrainConfig:
             never says; 0 trains on the training data alone.
         max_steps: Stop after this many steps (mixed batches count), validating once there, if set: a fixed
             amount of work whatever the corpus size (cost measurements, smoke runs).
+        label_smoothing: Label smoothing of the cross-entropy (0: none; 0.1 is the usual choice for small corpora).
+        lr_decay: Multiply every learning rate by this after ``lr_decay_patience`` validations in a row without
+            a new best score (and again after each further run of them); 1 keeps the rate (nmtpytorch's
+            ``lr_decay: plateau``). The rates live in Adam's state, so a resumed run continues at the decayed rate.
+        lr_decay_patience: Validations without improvement before each decay.
     """
 
     epochs: int = 100
@@ -93,6 +98,9 @@ class TrainConfig:
     visual_lr_scale: float = 1.0
     mixed_pairs: int = 0
     max_steps: int | None = None
+    label_smoothing: float = 0.0
+    lr_decay: float = 1.0
+    lr_decay_patience: int = 1
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -106,6 +114,9 @@ class TrainConfig:
         check_range("mixed_pairs", self.mixed_pairs, 0, 100_000_000)
         if self.max_steps is not None:
             check_range("max_steps", self.max_steps, 1, 100_000_000)
+        check_fraction("label_smoothing", self.label_smoothing, below_one=True)
+        check(0 < self.lr_decay <= 1, "lr_decay", self.lr_decay, "0 < lr_decay <= 1 (1: no decay)")
+        check_range("lr_decay_patience", self.lr_decay_patience, 1, 1000)
 
 
 @dataclass(frozen=True)
@@ -205,16 +216,26 @@ def collate(
 
 
 def mmt_loss(
-    model: RegionalMMT, batch: SourceBatch, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *, tokens: int | None = None
+    model: RegionalMMT,
+    batch: SourceBatch,
+    tgt_in: torch.Tensor,
+    tgt_out: torch.Tensor,
+    *,
+    tokens: int | None = None,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
-    """Eq. 6 per target token: cross-entropy of the teacher-forced predictions, PAD positions ignored; the mean
-    over the batch's target tokens, or their sum divided by ``tokens`` (a share of a larger batch)."""
+    """Eq. 6 per target token: cross-entropy of the teacher-forced predictions (optionally label-smoothed), PAD
+    positions ignored; the mean over the batch's target tokens, or their sum divided by ``tokens`` (a share of a
+    larger batch)."""
     logits = model(batch, tgt_in)  # (B, M, V)
     flat_logits, flat_targets = logits.float().flatten(0, 1), tgt_out.flatten()
     pad = model.shape.pad_id
     if tokens is None:
-        return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad)
-    return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad, reduction="sum") / tokens
+        return F.cross_entropy(flat_logits, flat_targets, ignore_index=pad, label_smoothing=label_smoothing)
+    summed = F.cross_entropy(
+        flat_logits, flat_targets, ignore_index=pad, reduction="sum", label_smoothing=label_smoothing
+    )
+    return summed / tokens
 
 
 def share_loss(
@@ -224,17 +245,18 @@ def share_loss(
     *,
     regions: RegionLookup | None,
     device: torch.device,
+    label_smoothing: float = 0.0,
 ) -> torch.Tensor:
     """This data-parallel rank's part of the loss of the batch ``indices``: the summed cross-entropy of its share
     (:func:`common.distributed.share`) over the whole batch's target tokens, so that the parts, and their
     gradients, sum to the mean loss of one process on the whole batch (which it is, in one process)."""
     if world_size() == 1:
         batch, tgt_in, tgt_out = collate(examples, indices, regions=regions, shape=model.shape, device=device)
-        return mmt_loss(model, batch, tgt_in, tgt_out)
+        return mmt_loss(model, batch, tgt_in, tgt_out, label_smoothing=label_smoothing)
     mine = list(indices)[share(len(indices))]
     tokens = sum(len(examples[i].tgt_ids) for i in indices)  # every target token, EOS included, is scored
     batch, tgt_in, tgt_out = collate(examples, mine, regions=regions, shape=model.shape, device=device)
-    return mmt_loss(model, batch, tgt_in, tgt_out, tokens=tokens)
+    return mmt_loss(model, batch, tgt_in, tgt_out, tokens=tokens, label_smoothing=label_smoothing)
 
 
 class _Selection:
@@ -418,16 +440,18 @@ def fit(
             step += 1
             done = epoch - 1 + position / len(batches)
             with autocast():
+                smoothing = config.label_smoothing
                 if text_only:
-                    loss = share_loss(model, mixed, indices, regions=None, device=device)
+                    loss = share_loss(model, mixed, indices, regions=None, device=device, label_smoothing=smoothing)
                 else:
-                    loss = share_loss(model, train, indices, regions=regions, device=device)
+                    loss = share_loss(model, train, indices, regions=regions, device=device, label_smoothing=smoothing)
             losses.append(_update(model, optimizer, scaler, loss, clip=config.clip, step=step, epoch=epoch))
             report: dict[str, float] = {"step": step, "epoch": epoch, "loss": losses[-1]}
             epoch_end = position == len(batches)
             if (step % config.eval_every == 0) if config.eval_every else epoch_end:
                 report["score"] = selection.validate(model, evaluate, step, epoch, float(np.mean(losses)), done=done)
                 losses = []
+                decay_on_plateau(optimizer, selection.bad, config)
             if progress is not None:
                 progress(report)
             if selection.exhausted or step == config.max_steps:
@@ -491,6 +515,16 @@ def _epoch_batches(
     text_only = length_batches(sample, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
     batches += [(True, [int(drawn[i]) for i in indices]) for indices in text_only]
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def decay_on_plateau(optimizer: torch.optim.Optimizer, bad: int, config: TrainConfig) -> None:
+    """After a validation: scale every group's learning rate by ``config.lr_decay`` when ``bad`` (validations since
+    the best score) has just reached a multiple of ``config.lr_decay_patience``."""
+    if config.lr_decay == 1.0 or bad == 0 or bad % config.lr_decay_patience:
+        return
+    for group in optimizer.param_groups:
+        group["lr"] *= config.lr_decay
+    logger.info("learning rate decayed by %g to %s", config.lr_decay, [group["lr"] for group in optimizer.param_groups])
 
 
 def parameter_groups(model: RegionalMMT, config: TrainConfig) -> list[dict[str, object]]:

@@ -447,9 +447,9 @@ def test_a_non_finite_loss_or_gradient_stops_training_before_the_update(
 
     real, calls = train_module.mmt_loss, {"n": 0}
 
-    def poisoned(*args: object) -> torch.Tensor:
+    def poisoned(*args: object, **kwargs: object) -> torch.Tensor:
         calls["n"] += 1
-        loss = real(*args)  # type: ignore[arg-type]
+        loss = real(*args, **kwargs)  # type: ignore[arg-type]
         return loss * float("nan") if calls["n"] == 3 else loss
 
     monkeypatch.setattr(train_module, "mmt_loss", poisoned)
@@ -471,3 +471,96 @@ def test_a_non_finite_loss_or_gradient_stops_training_before_the_update(
         FloatingPointError, match=r"^MMT training diverged at epoch 1, step 1: the gradient norm is inf"
     ):
         fit(new_model(), toy_pairs(), **common)  # type: ignore[arg-type]
+
+
+def test_label_smoothing_mixes_the_uniform_distribution_into_the_target() -> None:
+    """Smoothed cross-entropy per token: (1 - eps) * (-log p[y]) + eps * mean over the vocabulary of (-log p[v]),
+    padding left out; computed by hand from the model's logits."""
+    from mmt.train import mmt_loss
+
+    model = new_model().eval()
+    pairs = toy_pairs()[:3]
+    batch, tgt_in, tgt_out = collate(pairs, [0, 1, 2], regions=None, shape=SHAPE, device=CPU)
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(batch, tgt_in).float(), dim=-1)
+        smoothed = mmt_loss(model, batch, tgt_in, tgt_out, label_smoothing=0.1)
+        plain = mmt_loss(model, batch, tgt_in, tgt_out)
+    terms = []
+    for row, targets in enumerate(tgt_out.tolist()):
+        for position, target in enumerate(targets):
+            if target == SHAPE.pad_id:
+                continue
+            scores = log_probs[row, position]
+            terms.append(0.9 * -float(scores[target]) + 0.1 * -float(scores.mean()))
+    assert float(smoothed) == pytest.approx(np.mean(terms), rel=1e-5)
+    nll = [-float(log_probs[r, p, t]) for r, ts in enumerate(tgt_out.tolist()) for p, t in enumerate(ts) if t]
+    assert float(plain) == pytest.approx(np.mean(nll), rel=1e-5)
+
+
+def test_the_learning_rate_decays_after_each_run_of_validations_without_a_new_best() -> None:
+    from mmt.train import decay_on_plateau
+
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam(
+        [{"params": [weight]}, {"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 4.0}], lr=1.0
+    )
+    config = TrainConfig(lr=0.5, lr_decay=0.5, lr_decay_patience=2)  # the optimiser's own rates decay
+    seen = []
+    for bad in (0, 1, 2, 3, 4, 0, 1, 2):  # validations since the best score, one after the other
+        decay_on_plateau(optimizer, bad, config)
+        seen.append([group["lr"] for group in optimizer.param_groups])
+    assert seen == [[1.0, 4.0], [1.0, 4.0], [0.5, 2.0], [0.5, 2.0], [0.25, 1.0], [0.25, 1.0], [0.25, 1.0], [0.125, 0.5]]
+    kept = torch.optim.Adam([weight], lr=1.0)
+    for bad in range(1, 5):
+        decay_on_plateau(kept, bad, TrainConfig())  # lr_decay 1: the rate stays
+    assert kept.param_groups[0]["lr"] == 1.0
+
+
+def test_fit_trains_at_the_decayed_rate_and_a_resumed_fit_keeps_it(tmp_path: Path) -> None:
+    """A validation score that never improves halves the rate after each epoch past the first; Adam's saved state
+    carries the decayed rate into a fit resumed after a stop in epoch 3, which ends with the uninterrupted weights."""
+    from common.train_state import ResumePoint
+
+    config = TrainConfig(epochs=4, batch_size=4, lr=1e-2, patience=100, lr_decay=0.5, lr_decay_patience=1)
+    optimizers: list[torch.optim.Optimizer] = []
+    real_adam = torch.optim.Adam
+
+    def recording_adam(*args: object, **kwargs: object) -> torch.optim.Optimizer:
+        optimizers.append(real_adam(*args, **kwargs))  # type: ignore[arg-type]
+        return optimizers[-1]
+
+    rates: list[float] = []
+
+    def spy(record: dict[str, float]) -> None:
+        if "score" in record:
+            rates.append(optimizers[-1].param_groups[0]["lr"])
+
+    class Stop(Exception):
+        pass
+
+    def stop_in_epoch_3(record: dict[str, float]) -> None:
+        if record["epoch"] == 3:
+            raise Stop
+
+    common = {"regions": None, "evaluate": lambda model: 0.0, "seed": 3, "device": CPU, "autocast": no_autocast}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.optim, "Adam", recording_adam)
+        whole = new_model()
+        fit(whole, toy_pairs(), config=config, checkpoint_path=tmp_path / "a", progress=spy, **common)  # type: ignore[arg-type]
+        assert rates == [1e-2, 5e-3, 2.5e-3, 1.25e-3]  # the first score is the best; no later one beats it
+        resume = ResumePoint(tmp_path / "state.pt", fingerprint="f")
+        with pytest.raises(Stop):
+            fit(
+                new_model(),
+                toy_pairs(),
+                config=config,
+                checkpoint_path=tmp_path / "b",
+                progress=stop_in_epoch_3,
+                resume=resume,
+                **common,
+            )  # type: ignore[arg-type]
+        resumed = new_model(seed=9)  # its own weights are replaced by the state's
+        fit(resumed, toy_pairs(), config=config, checkpoint_path=tmp_path / "c", resume=resume, **common)  # type: ignore[arg-type]
+    assert optimizers[-1].param_groups[0]["lr"] == pytest.approx(1.25e-3)
+    for key, value in whole.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[key]), key

@@ -50,8 +50,12 @@ def test_every_shipped_profile_applies_to_the_repository_params(name: str, param
     if name in experiment_names():
         assert written["retrieval"]["models"] == overlay["retrieval"]["models"]
         assert written["retrieval"]["roles"] == overlay["retrieval"]["roles"]
-    else:
-        assert written["retrieval"]["train"]["epochs"] == overlay["retrieval"]["train"]["epochs"]
+    else:  # a sizes profile: each of its settings lands as it is
+        for path in _key_paths(overlay):
+            value, expected = written, overlay
+            for key in path.split("."):
+                value, expected = value[key], expected[key]
+            assert value == expected, path
     assert profile_summary(name), f"profiles/{name}.yaml: first comment line says what it reproduces"
 
 
