@@ -33,6 +33,7 @@ def augment(
     metrics: str,
     written: list[str],
     languages: list[str],
+    pivot: str,
 ) -> dict[str, object]:
     """Measure every variant of ``variants``; write the captions of those named in ``written``, one file per
     language (every language a variant holds, and each of ``languages``: the ones retrieval reads)."""
@@ -42,7 +43,7 @@ def augment(
     rows: list[dict[str, object]] = []
     with atomic_dir(out) as staged:  # every variant, or none (a killed run)
         for name, variant in variants.items():
-            captions = build_variant(corpus.captions, extra, variant)
+            captions = build_variant(corpus.captions, extra, variant, pivot=pivot)
             if name in written:
                 write_caption_variant(captions, staged / name, languages=languages, images=corpus.images)
             diversity = lexical_diversity(captions)
@@ -84,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.metrics,
                 written,
                 list(params.retrieval.caption_languages()),
+                params.languages.pivot,
             )
 
     run_stage(parser, argv, body)
@@ -91,8 +93,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def measured_variants(params: Params) -> dict[str, Variant]:
     """The variants whose diversity `augment` measures: those of ``retrieval.variants`` and every preset whose
-    captions the synthesis makes (its system among ``mmt.systems``, its hops within ``synthesis.hops``); presets
-    first, in their order, then custom variants (params checked that each name in retrieval.variants is one)."""
+    captions the synthesis makes (its system among ``mmt.systems``, its hops within ``synthesis.hops``, and
+    ``synthesis.to_pivot`` set where it adds translations into the pivot); presets first, in their order, then
+    custom variants (params checked that each name in retrieval.variants is one)."""
     made = bool(params.mmt.targets)
     return {
         name: variant
@@ -102,6 +105,7 @@ def measured_variants(params: Params) -> dict[str, Variant]:
             name in VARIANTS
             and (variant.origin is None or (made and variant.origin in params.mmt.systems))
             and variant.hops <= params.synthesis.hops
+            and (params.synthesis.to_pivot or not variant.to_pivot)
         )
     }
 

@@ -1,7 +1,9 @@
 """Stage `synthesize@<target>`: `synthesis.hops` translation passes of the train split's human pivot captions,
 alternating forward (pivot + image -> target) and backward (target + image -> pivot), each pass translating the
-previous one's outputs; with the MMT and with the text-only MT system. Its metrics file gives, per system and
-hop from 2 on, the share of captions a round trip rewrote (section 4.3: new wording, not the source verbatim)."""
+previous one's outputs; with the MMT and with the text-only MT system. With `synthesis.to_pivot`, each system also
+translates the target's own human train captions into the pivot (MULE's Table 4(b)). Its metrics file gives, per
+system and hop from 2 on, the share of captions a round trip rewrote (section 4.3: new wording, not the source
+verbatim)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,15 @@ from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from mmt.config import SynthesisConfig
 from mmt.diversity import round_trip_changes
-from mmt.synthesis import Origin, SynthesisTask, collect, hop_languages, plan_shards, select_sources
+from mmt.synthesis import (
+    Origin,
+    SynthesisTask,
+    collect,
+    hop_languages,
+    plan_shards,
+    select_sources,
+    to_pivot_sources,
+)
 from mmt.systems import system_sha256
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, stage_parser, task_runner
@@ -65,7 +75,9 @@ def synthesize(
             src, tgt = hop_languages(hop, pivot, target)
             previous = _pass(config, previous, f"{origin}-{src}-{tgt}", origin, tgt, hop, paths, runtime)
             passes[origin].append(previous)
-    counts = write_synthesized([table for origin in origins for table in passes[origin]], paths.prepared, paths.out)
+    to_pivot = _to_pivot_passes(config, captions, pivot, target, paths, runtime, origins) if config.to_pivot else []
+    tables = [table for origin in origins for table in passes[origin]] + to_pivot
+    counts = write_synthesized(tables, paths.prepared, paths.out)
     changes = {origin: round_trip_changes(sources, passes[origin]) for origin in origins}
     write_text(paths.metrics, json.dumps(changes, indent=2, sort_keys=True) + "\n")
     logger = get_run_logger()
@@ -73,6 +85,25 @@ def synthesize(
         logger.info("%s", line)
     _show_samples(sources, passes, pivot, target)
     return counts
+
+
+def _to_pivot_passes(
+    config: SynthesisConfig,
+    captions: pa.Table,
+    pivot: str,
+    target: str,
+    paths: SynthesisPaths,
+    runtime: Runtime,
+    origins: tuple[Origin, ...],
+) -> list[pa.Table]:
+    """Each system's translations of the target's human train captions into the pivot (hop 1, in the pivot)."""
+    source = f"{paths.prepared} captions"
+    sources = to_pivot_sources(captions, target=target, split="train", kinds=config.kinds, source=source)
+    if config.max_captions is not None:
+        sources = sources.slice(0, config.max_captions)
+    return [
+        _pass(config, sources, f"{origin}-{target}-{pivot}", origin, pivot, 1, paths, runtime) for origin in origins
+    ]
 
 
 def round_trip_lines(changes: Mapping[Origin, Mapping[str, Mapping[str, float | int]]]) -> list[str]:

@@ -16,6 +16,8 @@ the k-th pass alone.
 - ``mt_fbf`` / ``mmt_fbf``: plus the paraphrases translated forward again (hop 3 alone, section 4.3's three-hop);
 - ``mt_fbfb`` / ``mmt_fbfb``: plus those translated back again (hop 4 alone, the four-hop);
 - ``mt_f_fb`` / ``mmt_f_fb``: plus hops 1 and 2 together, ``MT(f)+(f+b)``.
+- ``mt_to_pivot`` / ``mmt_to_pivot``: plus each target's own human captions translated into the pivot (MULE,
+  Kim et al. 2020, Table 4(b); made when ``synthesis.to_pivot`` is set).
 Rows keep their provenance columns, so a retrieval model can still select among them by language and origin.
 """
 
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 
 from common.checks import SettingError, check, check_range
 from corpora.tables import validate_captions
-from mmt.synthesis import MAX_HOPS, Origin
+from mmt.synthesis import MAX_HOPS, Origin, to_pivot_mask
 
 _SYSTEM_LABELS: dict[Origin, str] = {"mt": "MT", "mmt": "MMT"}
 
@@ -42,18 +44,22 @@ class Variant:
         hops: The passes followed: 1 forward (f), 2 forward then back (f+b), 3 f+b+f, ...; 0 exactly when
             ``origin`` is null.
         keep: The hops whose captions are added, each 1..``hops``; empty: every hop.
+        to_pivot: Also add the targets' human captions translated into the pivot (``synthesis.to_pivot``); with
+            it, ``hops`` may be 0 (those translations alone).
     """
 
     origin: Origin | None = None
     hops: int = 0
     keep: tuple[int, ...] = ()
+    to_pivot: bool = False
 
     def __post_init__(self) -> None:
         check(self.origin in (None, *_SYSTEM_LABELS), "origin", self.origin, "mt, mmt or null")
         check_range("hops", self.hops, 0, MAX_HOPS)
-        if self.origin is None and self.hops:
-            raise SettingError("origin", f"missing: hops {self.hops} need a system to translate with (mt or mmt)")
-        if self.origin is not None and not self.hops:
+        if self.origin is None and (self.hops or self.to_pivot):
+            asked = f"hops {self.hops} need" if self.hops else "to_pivot needs"
+            raise SettingError("origin", f"missing: {asked} a system to translate with (mt or mmt)")
+        if self.origin is not None and not self.hops and not self.to_pivot:
             raise SettingError("hops", f"got 0, allowed: 1 to {MAX_HOPS} with origin {self.origin}")
         for index, hop in enumerate(self.keep):
             allowed = f"a hop from 1 to {self.hops}" if self.hops else "none (this variant has no hops)"
@@ -68,10 +74,13 @@ class Variant:
     def display_name(self) -> str:
         """The paper's notation, one parenthesised pass sequence per kept hop: ``-``, ``MT(f)``, ``MMT(f+b)``,
         ``MMT(f+b+f)``, ``MMT(f)+(f+b)`` (hops 1 and 2). A kept hop's captions do not depend on later passes, so
-        the passes followed beyond the last kept hop do not show."""
+        the passes followed beyond the last kept hop do not show. The targets' captions translated into the pivot
+        read ``MMT(t→p)`` (``MMT(f)+(t→p)`` beside forward translations)."""
         if self.origin is None:
             return "-"
         passes = ["+".join("f" if hop % 2 else "b" for hop in range(1, kept + 1)) for kept in self.kept_hops()]
+        if self.to_pivot:
+            passes.append("t→p")
         return f"{_SYSTEM_LABELS[self.origin]}({')+('.join(passes)})"
 
 
@@ -95,10 +104,16 @@ RETIRED: dict[str, str] = {
     f"{label}(f+b) as the paper defines it; hops 1 and 2 together are {system}_f_fb"
     for system, label in _SYSTEM_LABELS.items()
 }
+# The targets' human captions translated into the pivot (MULE's Table 4(b)), alone.
+VARIANTS |= {
+    "mt_to_pivot": Variant("mt", to_pivot=True),
+    "mmt_to_pivot": Variant("mmt", to_pivot=True),
+}
 
 
-def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -> pa.Table:
-    """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops (validated).
+def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant, *, pivot: str) -> pa.Table:
+    """The prepared captions plus the synthesized rows of ``variant``'s origin and kept hops, and with
+    ``to_pivot`` its translations of the targets' captions into ``pivot`` (validated).
 
     A captions table holds the parent of every caption. Where the variant drops a hop below a kept one (``mmt_fb``
     keeps hop 2 but not hop 1), a kept caption's ``parent_id`` is pointed at its nearest ancestor the variant
@@ -108,11 +123,14 @@ def build_variant(prepared: pa.Table, synthesized: pa.Table, variant: Variant) -
     if variant.origin is None:
         return prepared
     from_origin = synthesized.filter(pc.equal(synthesized.column("origin"), variant.origin))
+    to_pivot = to_pivot_mask(from_origin, pivot)
+    chains = from_origin.filter(pc.invert(to_pivot))
     kept = variant.kept_hops()
-    chosen = from_origin.filter(pc.is_in(from_origin.column("hop"), pa.array(kept, pa.int32())))
-    if kept != tuple(range(1, kept[-1] + 1)):  # a hop is dropped below a kept one
-        chosen = _point_at_kept_ancestors(chosen, from_origin)
-    table = pa.concat_tables([prepared, chosen])
+    chosen = chains.filter(pc.is_in(chains.column("hop"), pa.array(kept, pa.int32())))
+    if kept and kept != tuple(range(1, kept[-1] + 1)):  # a hop is dropped below a kept one
+        chosen = _point_at_kept_ancestors(chosen, chains)
+    added = [chosen, from_origin.filter(to_pivot)] if variant.to_pivot else [chosen]
+    table = pa.concat_tables([prepared, *added])
     validate_captions(table, source=f"variant {variant.display_name()}")
     return table
 

@@ -163,6 +163,8 @@ class SynthesisConfig:
             back, ...
         max_captions: Translate only the first this many source captions (in table order), if set: a fixed
             sample whatever the corpus size (cost measurements, smoke runs); the others get no synthesized caption.
+        to_pivot: Also translate the target language's own human captions (of ``kinds``, train split) into the
+            pivot, one pass per system (MULE's Table 4(b)); the variants ``mt_to_pivot``/``mmt_to_pivot`` add them.
     """
 
     kinds: tuple[Literal["comparable", "translation"], ...] = ("comparable",)
@@ -171,6 +173,7 @@ class SynthesisConfig:
     beam: int = 5
     hops: int = 2
     max_captions: int | None = None
+    to_pivot: bool = False
 
     def __post_init__(self) -> None:
         check_not_empty("kinds", self.kinds, "kind of caption (comparable, translation)")

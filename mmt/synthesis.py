@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common.errors import InputError
 from common.files import atomic_path
 from corpora.tables import CAPTIONS_SCHEMA
 
@@ -56,6 +57,26 @@ def select_sources(captions: pa.Table, *, lang: str, split: str, kinds: Sequence
         pc.and_(pc.equal(captions.column("origin"), "human"), pc.is_in(captions.column("kind"), pa.array(kinds))),
     )
     return captions.filter(mask)
+
+
+def to_pivot_sources(captions: pa.Table, *, target: str, split: str, kinds: Sequence[str], source: str) -> pa.Table:
+    """The human ``target`` captions that a to-pivot pass translates (:func:`select_sources`).
+
+    Raises:
+        InputError: there are none (``source`` names the table), so the pass would add nothing.
+    """
+    sources = select_sources(captions, lang=target, split=split, kinds=kinds)
+    if not sources.num_rows:
+        raise InputError(
+            f"{source}: no human {target} captions of kind {', '.join(kinds)} in the {split} split to translate "
+            "into the pivot (synthesis.to_pivot)"
+        )
+    return sources
+
+
+def to_pivot_mask(captions: pa.Table, pivot: str) -> pa.ChunkedArray:
+    """True for the rows a to-pivot pass wrote: synthesized, hop 1, in the ``pivot`` language."""
+    return pc.and_(pc.equal(captions.column("hop"), 1), pc.equal(captions.column("lang"), pivot))
 
 
 def synthesized_id(parent_id: str, system: str) -> str:

@@ -212,6 +212,10 @@ class Params:
                 raise SettingError(
                     key, f"{name} needs {variants[name].hops} hops; synthesis.hops is {self.synthesis.hops}"
                 )
+            if variants[name].to_pivot and not self.synthesis.to_pivot:  # `synthesize` would not translate them
+                raise SettingError(
+                    key, f"{name} adds the targets' captions translated into the pivot; set synthesis.to_pivot"
+                )
         for index, name in enumerate(self.export.variants):  # `augment` writes only these
             check(
                 name in retrieval.variants,

@@ -44,6 +44,7 @@ from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batc
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
 from retrieval.joint import JointTextRanking
+from retrieval.language_groups import LanguageGroupSampler
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
 
@@ -69,6 +70,9 @@ class TrainConfig:
     max_steps: Stop after this many steps, validating the epoch they end in, if set: a fixed amount of work
         whatever the corpus size (cost measurements, smoke runs).
     weight_decay: Adam's L2 penalty, added to every gradient (Huang et al. 2019: 1e-6; 0 = none).
+    language_group_batches: 0: off; n: MULE's batches (:mod:`retrieval.language_groups`), images drawn equally from
+        each language group, each with up to n captions per language (Kim et al. 2020: 2), in place of
+        ``synthetic_fraction``'s batches.
     """
 
     epochs: int = 24
@@ -83,6 +87,7 @@ class TrainConfig:
     warmup_epochs: int = 0
     max_steps: int | None = None
     weight_decay: float = 0.0
+    language_group_batches: int = 0
 
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
@@ -98,6 +103,7 @@ class TrainConfig:
         check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         if self.max_steps is not None:
             check_range("max_steps", self.max_steps, 1, 100_000_000)
+        check_range("language_group_batches", self.language_group_batches, 0, 16)
 
 
 @dataclass
@@ -182,7 +188,13 @@ def fit(
             _save(resume, {"epoch": 0, "finished": False, "model": model.state_dict(), "rng": rng_state(rng)})
     optimizer = adam(model, config)
     joint = JointTextRanking.for_fit(model, train, loss.margin, rng)
-    sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
+    sampler: BalancedSampler | LanguageGroupSampler = BalancedSampler(
+        train.synthetic, config.batch_size, config.synthetic_fraction, seed
+    )
+    if config.language_group_batches:
+        sampler = LanguageGroupSampler(
+            train.image_rows, train.langs, config.batch_size, config.language_group_batches, seed
+        )
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=0, best_rsum=float("-inf"))

@@ -28,6 +28,8 @@ def test_presets_keep_their_hops_and_read_as_in_the_paper() -> None:
         "mmt_fbf": ((3,), "MMT(f+b+f)"),
         "mmt_fbfb": ((4,), "MMT(f+b+f+b)"),
         "mmt_f_fb": ((1, 2), "MMT(f)+(f+b)"),
+        "mt_to_pivot": ((), "MT(t→p)"),
+        "mmt_to_pivot": ((), "MMT(t→p)"),
     }
 
 
@@ -113,7 +115,7 @@ SYNTHESIZED = _captions(
 
 def _synthesized_rows(variant: Variant) -> list[tuple[str, str, str]]:
     """(caption_id, lang, parent_id) of the synthesized rows ``variant`` adds to PREPARED."""
-    table = build_variant(PREPARED, SYNTHESIZED, variant)
+    table = build_variant(PREPARED, SYNTHESIZED, variant, pivot="en")
     assert table.slice(0, PREPARED.num_rows).equals(PREPARED)
     added = table.filter(pc.not_equal(table.column("origin"), "human"))
     columns = (added.column(name).to_pylist() for name in ("caption_id", "lang", "parent_id"))
@@ -121,7 +123,7 @@ def _synthesized_rows(variant: Variant) -> list[tuple[str, str, str]]:
 
 
 def test_a_variant_takes_the_kept_hops_of_its_own_system() -> None:
-    assert build_variant(PREPARED, SYNTHESIZED, VARIANTS["none"]).equals(PREPARED)
+    assert build_variant(PREPARED, SYNTHESIZED, VARIANTS["none"], pivot="en").equals(PREPARED)
     assert _synthesized_rows(VARIANTS["mt_f"]) == [("h1>mt-en-de", "de", "h1")]
     assert [row[0] for row in _synthesized_rows(VARIANTS["mt_f_fb"])] == ["h1>mt-en-de", "h1>mt-en-de>mt-de-en"]
     assert [row[0] for row in _synthesized_rows(VARIANTS["mmt_f_fb"])] == SYNTHESIZED.column("caption_id")[
