@@ -123,12 +123,12 @@ def test_the_forward_variants_leave_the_translations_into_the_pivot_out(tmp_path
         "a#en#c1>mmt-en-de",
         "b#en#c1>mmt-en-de",
     ]
-    assert _added(build_variant(human(), synthesized, VARIANTS["mmt_b"], pivot="en")) == []
+    assert _added(build_variant(human(), synthesized, VARIANTS["mmt_fb"], pivot="en")) == []
 
 
 def test_to_pivot_reads_in_the_variant_name_and_needs_a_system() -> None:
     assert Variant("mmt", to_pivot=True).display_name() == "MMT(t→p)"
-    assert Variant("mt", hops=2, to_pivot=True).display_name() == "MT(f+b, t→p)"
+    assert Variant("mt", hops=2, to_pivot=True).display_name() == "MT(f)+(f+b)+(t→p)"
     with pytest.raises(SettingError, match=r"^origin: missing: to_pivot needs a system to translate with"):
         Variant(to_pivot=True)
     with pytest.raises(SettingError, match=r"^hops: got 0, allowed: 1 to 8 with origin mmt$"):
@@ -152,4 +152,4 @@ def test_a_variant_with_translations_into_the_pivot_needs_the_synthesis_to_make_
         parse_params(_params_tree())
     params = parse_params(_params_tree(to_pivot=True))
     assert params.augment.variants["both_ways"] == Variant("mmt", hops=1, to_pivot=True)
-    assert params.augment.variant_labels()["both_ways"] == "MMT(f, t→p)"
+    assert params.augment.variant_labels()["both_ways"] == "MMT(f)+(t→p)"
