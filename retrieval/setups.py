@@ -25,7 +25,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -82,6 +82,15 @@ class TrainingSetup:
                 )
         check_range("seed", self.seed, 0, 2**31 - 1)
 
+    def describe(self) -> str:
+        """The settings that differ from the default, ``<key> <value>`` each, e.g. ``images 0.5, disjoint true``."""
+        default = TrainingSetup()
+        return ", ".join(
+            f"{item.name} {_text(getattr(self, item.name))}"
+            for item in fields(self)
+            if getattr(self, item.name) != getattr(default, item.name)
+        )
+
     @property
     def selects(self) -> bool:
         """Whether the setup drops any training caption (kinds aside)."""
@@ -134,6 +143,16 @@ def select_training_rows(
         kept = [row for index, row in enumerate(kept) if index not in dropped]
     _log_selection(rows, kept)
     return kept
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "/".join(value)
+    if isinstance(value, dict):
+        return "/".join(f"{key} {share:g}" for key, share in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _shuffled(values: list[Any], seed: int, stream: int) -> list[Any]:

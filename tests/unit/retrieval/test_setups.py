@@ -101,6 +101,12 @@ def test_a_low_resource_language_keeps_its_share_of_captions() -> None:
     assert Counter(row["lang"] for row in tiny)["de"] == 1, "at least one caption stays"
 
 
+def test_a_setup_describes_what_it_changes() -> None:
+    assert TrainingSetup().describe() == ""
+    setup = TrainingSetup(kinds=("translation",), images=0.5, low_resource={"de": 0.1}, c2c_probability=0.5)
+    assert setup.describe() == "kinds translation, images 0.5, low_resource de 0.1, c2c_probability 0.5"
+
+
 def test_disjoint_needs_an_image_per_language() -> None:
     rows = [row for row in comparable_rows() if row["image_id"] == "i0"]
     with pytest.raises(InputError, match=r"^1 training images cannot be split among 2 languages$"):
