@@ -51,7 +51,10 @@ def check_params(args: argparse.Namespace) -> None:
     for name in retrieval.roles:
         role = retrieval.role(name, params.languages.pivot)
         kept = ", ".join(f"{lang}:{origin}" if origin else lang for lang, origin in role.train)
-        print(f"    {name}: trains on {kept}; tested on {', '.join(role.test)}")
+        setup = role.setup.describe()
+        print(
+            f"    {name}: trains on {kept}; tested on {', '.join(role.test)}" + (f"; setup: {setup}" if setup else "")
+        )
 
 
 def inspect(args: argparse.Namespace) -> None:

@@ -87,6 +87,15 @@ class RetrievalConfig:
                     if code not in (*PLACEHOLDERS, *self.languages):
                         message = f"{code!r} is not one of retrieval.languages {list(self.languages)}"
                         raise SettingError(f"custom_roles.{name}.{part}[{index}]", message)
+            for code in role.setup.low_resource:
+                if code not in self.languages:
+                    message = f"{code!r} is not one of retrieval.languages {list(self.languages)}"
+                    raise SettingError(f"custom_roles.{name}.setup.low_resource.{code}", message)
+            if role.setup.disjoint and role.setup.c2c_probability is None and self.train.c2c_probability > 0:
+                message = (
+                    "disjoint images have no caption pairs for train.c2c_probability; set setup.c2c_probability: 0"
+                )
+                raise SettingError(f"custom_roles.{name}.setup.disjoint", message)
         known = [*PRESETS, *self.custom_roles]
         for index, name in enumerate(self.roles):
             if name not in known:

@@ -9,6 +9,7 @@ becomes of a run's metrics and history (replicates combined, rows for tables) is
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.model import RetrievalModel
 from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
+from retrieval.setups import OneLanguageSampler, select_training_rows
 from retrieval.train import FitResult, fit
 from retrieval.vocab import Vocabulary
 from retrieval.zoo.registry import build_model
@@ -150,6 +152,11 @@ def train_model(
             config, name, model_config, role, seed, runtime, vocab, train, validation, store.meta, model
         )
         resume = ResumePoint(resume_state, identity)
+    setup = role.setup
+    train_config = config.train
+    if setup.c2c_probability is not None:
+        train_config = dataclasses.replace(train_config, c2c_probability=setup.c2c_probability)
+    one_language = setup.batches == "one_language"
     result = fit(
         model,
         train,
@@ -157,8 +164,9 @@ def train_model(
         store,
         loss=loss,
         type_weights=torch.tensor(weights),
-        config=config.train,
+        config=train_config,
         seed=seed,
+        sampler=OneLanguageSampler(train.langs, train_config.batch_size, seed) if one_language else None,
         device=runtime.torch_device(),
         autocast=runtime.autocast(),
         eval_batch_size=config.evaluation.batch_size,
@@ -244,13 +252,16 @@ def _weights_sha256(model: torch.nn.Module) -> str:
 
 
 def training_rows(config: RetrievalConfig, role: ResolvedRole, captions_path: Path) -> list[dict[str, Any]]:
-    """The train split's captions that ``role`` keeps (human ones of ``config.train_kinds`` only)."""
+    """The train split's captions that ``role`` keeps (human ones of ``config.train_kinds`` only, or of the role's
+    setup's kinds), then those its setup selects (:func:`~retrieval.setups.select_training_rows`)."""
     rows = read_captions(captions_path, split="train", languages=role.train_languages, kinds=None, human_only=False)
-    return [
+    kinds = role.setup.kinds or config.train_kinds
+    rows = [
         row
         for row in rows
-        if role.keeps(row["lang"], row["origin"]) and (row["origin"] != "human" or row["kind"] in config.train_kinds)
+        if role.keeps(row["lang"], row["origin"]) and (row["origin"] != "human" or row["kind"] in kinds)
     ]
+    return select_training_rows(rows, role.setup, role.train_languages)
 
 
 def _selectors(role: ResolvedRole) -> str:

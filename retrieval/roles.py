@@ -8,15 +8,17 @@ A role lists training selectors ``<language>`` (every caption of that language) 
 where the language is an ISO 639-1 code, ``pivot`` or ``targets`` (each of the run's other languages), and the
 origin is ``human``, ``synthetic`` (any machine-translated caption), or a system kind (``mt``, ``mmt``). The
 test languages are codes, ``pivot`` or ``targets``. :data:`PRESETS` are the papers' settings; a run names a
-preset or a role of its own.
+preset or a role of its own. A role of one's own may also carry a :class:`~retrieval.setups.TrainingSetup` (Kádár
+et al. 2018's data selections, batches and caption-caption steps).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from common.checks import SettingError, check, check_not_empty
+from retrieval.setups import TrainingSetup
 
 ORIGINS = ("human", "synthetic", "mt", "mmt")
 PLACEHOLDERS = ("pivot", "targets")
@@ -29,10 +31,12 @@ class LanguageRole:
     """Attributes:
     train: Selectors of the training captions, ``<language>[:<origin>]`` (see the module notes).
     test: Languages the run is validated and tested on (human test captions of each).
+    setup: Which of the selected captions are kept, and how batches are drawn (default: all, the trainer's own).
     """
 
     train: tuple[str, ...]
     test: tuple[str, ...]
+    setup: TrainingSetup = field(default_factory=TrainingSetup)
 
     def __post_init__(self) -> None:
         check_not_empty("train", self.train, "training selector")
@@ -57,7 +61,7 @@ class LanguageRole:
             language, _, origin = selector.partition(":")
             train += [(code, origin or None) for code in codes(language)]
         test = tuple(dict.fromkeys(code for language in self.test for code in codes(language)))
-        return ResolvedRole(tuple(dict.fromkeys(train)), test)
+        return ResolvedRole(tuple(dict.fromkeys(train)), test, self.setup)
 
 
 def _check_language(key: str, language: str, value: str) -> None:
@@ -72,10 +76,12 @@ class ResolvedRole:
     Attributes:
         train: (language, origin or None for every origin) pairs, in order.
         test: Test languages, in order.
+        setup: The role's training setup.
     """
 
     train: tuple[tuple[str, str | None], ...]
     test: tuple[str, ...]
+    setup: TrainingSetup = field(default_factory=TrainingSetup)
 
     def keeps(self, lang: str, origin: str) -> bool:
         """Whether a training caption of ``lang`` and ``origin`` (human, mt, mmt) is one this role trains on."""

@@ -4,8 +4,9 @@ Huang et al. 2020, section 4.2: Adam 5e-4, 5e-5 after the 15th epoch, batches of
 with the best validation performance (rsum summed over the validation languages) kept. Batches mix original
 and synthesized captions in equal portions (section 3.3). Options:
 - c2c (Kádár et al. 2018): with probability ``c2c_probability`` a step is instead a caption-caption ranking
-  step on pairs of captions of the same image in two languages (VSE++ max-violation, captions of the same
-  image masked), for models with one vector per caption.
+  step on pairs of captions of the same image in two languages, the anchor in the earlier of the run's
+  training languages (VSE++ max-violation; one pair per image, so the negatives are the other pairs'
+  captions), for models with one vector per caption.
 - a model's cross-lingual text ranking term (Huang et al. 2019, Eq. 4; :mod:`retrieval.joint`) joins the loss of
   every step when its weight is above 0.
 - a model's own pre-training (MULE) runs first, on text-only batches of same-image captions across languages.
@@ -47,6 +48,7 @@ from retrieval.joint import JointTextRanking
 from retrieval.language_groups import LanguageGroupSampler
 from retrieval.losses import RankingLoss, harder_negative_loss
 from retrieval.model import BatchContext, RetrievalModel
+from retrieval.setups import Sampler
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +148,7 @@ def fit(
     name: str = "retrieval",
     on_epoch: Callable[[EpochLine], None] | None = None,
     resume: ResumePoint | None = None,
+    sampler: Sampler | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
 
@@ -161,6 +164,7 @@ def fit(
         on_epoch: Called with each epoch's log line (progress reporting), after the epoch's state is saved.
         resume: Where the state is saved after the pre-training and after every epoch, and resumed from when it
             holds one of this run (a finished one returns its result and kept weights at once).
+        sampler: The ranking steps' batch order (default: :class:`~retrieval.data.BalancedSampler`'s).
     """
     torch.manual_seed(seed)
     model.to(device)
@@ -188,13 +192,12 @@ def fit(
             _save(resume, {"epoch": 0, "finished": False, "model": model.state_dict(), "rng": rng_state(rng)})
     optimizer = adam(model, config)
     joint = JointTextRanking.for_fit(model, train, loss.margin, rng)
-    sampler: BalancedSampler | LanguageGroupSampler = BalancedSampler(
-        train.synthetic, config.batch_size, config.synthetic_fraction, seed
-    )
-    if config.language_group_batches:
+    if sampler is None and config.language_group_batches:
         sampler = LanguageGroupSampler(
             train.image_rows, train.langs, config.batch_size, config.language_group_batches, seed
         )
+    if sampler is None:
+        sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=0, best_rsum=float("-inf"))
@@ -402,13 +405,15 @@ def _cross_lingual_pairs(train: CaptionSet) -> dict[int, dict[int, np.ndarray]]:
 def _draw_pairs(
     pairs: dict[int, dict[int, np.ndarray]], count: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` distinct images; per image one caption in one language and one in another."""
+    """``count`` distinct images; per image one caption in one language and one in a later one (Kádár et al.'s
+    pairs are combinations in language order: with two languages every anchor is in the first, every partner in
+    the second, so a caption's negatives are the other language's captions of the batch's other images)."""
     images = list(pairs)
     chosen = rng.choice(len(images), size=min(count, len(images)), replace=False)
     anchors, partners = [], []
     for position in chosen:
         langs = pairs[images[position]]
-        first, second = rng.choice(sorted(langs), size=2, replace=False)
+        first, second = np.sort(rng.choice(sorted(langs), size=2, replace=False))
         anchors.append(int(rng.choice(langs[int(first)])))
         partners.append(int(rng.choice(langs[int(second)])))
     return np.array(anchors), np.array(partners)

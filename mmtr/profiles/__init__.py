@@ -1,13 +1,14 @@
 """Profiles: the papers' experiments as params overlays, one file per table under ``profiles/`` (on the built-in
-world: ``table<n>``, the pass ablation ``passes`` and ``huang2019``; on real data: ``real_<corpus>``), and the papers'
-sizes for a GPU (``paper_sizes``, ``huang2019_sizes``).
+world: ``table<n>``, the pass ablation ``passes``, ``huang2019``, ``mule`` and ``kadar2018``; on real data:
+``real_<corpus>``), and the papers' sizes for a GPU (``paper_sizes``, ``huang2019_sizes``).
 
 A profile is a partial params tree. Applying it merges it into a params file (mappings key by key, any other
-value replaced; `corpora`, `corpus_roles`, `retrieval.aliases` and `retrieval.objective.per_model` are replaced
-whole, and every profile sets the same keys, so nothing of an earlier profile leaks into the next), validates the
-result as :class:`~mmtr.params.Params`, and writes it back atomically with its comments kept, so that ``dvc exp run``
-(or ``dvc repro``) runs the experiment and DVC records exactly what changed. The built-in corpora are the
-default inputs of every profile; point `corpora` at your data to run it on real data.
+value replaced; `corpora`, `corpus_roles`, `retrieval.aliases`, `retrieval.custom_roles` and
+`retrieval.objective.per_model` are replaced whole, and every profile sets the same keys, so nothing of an earlier
+profile leaks into the next), validates the result as :class:`~mmtr.params.Params`, and writes it back atomically
+with its comments kept, so that ``dvc exp run`` (or ``dvc repro``) runs the experiment and DVC records exactly what
+changed. The built-in corpora are the default inputs of every profile; point `corpora` at your data to run it on
+real data.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _profile_path(name: str, folder: Path) -> Path:
 
 
 # Sections a profile replaces whole (keys it leaves out are dropped): the corpora of one experiment are not a
-# patch on another's, and neither are its model aliases or per-model losses.
+# patch on another's, and neither are its model aliases, per-model losses or its own language roles.
 # "corpora.*": each corpus entry too (an image_set of one experiment's corpus must not stay on the next one's).
 REPLACED_WHOLE = frozenset(
     {
@@ -77,6 +78,7 @@ REPLACED_WHOLE = frozenset(
         "corpus_roles",
         "prepare.multi30k.eval_sets",
         "retrieval.aliases",
+        "retrieval.custom_roles",
         "retrieval.objective.per_model",
     }
 )

@@ -20,6 +20,7 @@ import pytest
 from common.metrics_files import is_notes_file, read_metrics
 from mmt.augment import VARIANTS
 from mmtr.dvc_yaml import update_dvc_yaml
+from mmtr.params import parse_params
 from mmtr.profiles import experiment_names, load_profile, merge
 from report.tables import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
@@ -78,6 +79,7 @@ def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.M
     stages = run_stages_in_order(project, monkeypatch)
 
     retrieval, roles = tree["retrieval"], tree["corpus_roles"]
+    params = parse_params(tree)
     corpora = {roles["mmt_finetune"], roles["target"]}
     assert {f"prepare@{corpus}" for corpus in corpora} | {f"features@{corpus}" for corpus in corpora} <= set(stages)
     runs = {f"{m}-{v}-{r}" for m in retrieval["models"] for v in retrieval["variants"] for r in retrieval["roles"]}
@@ -87,7 +89,7 @@ def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.M
     assert set(metrics) == runs
     for run, result in metrics.items():
         _, _, role = split_run(run)
-        tested = {"pivot_test": {"en"}, "pivot_only": {"en"}}.get(role, {"en", "de"})
+        tested = set(params.retrieval.role(role, params.languages.pivot).test)
         if retrieval["evaluation"]["protocol"] == "both":
             tested |= {f"{lang}-folds" for lang in tested}
         assert tested <= set(result), f"{run}: tested on {sorted(result)}"

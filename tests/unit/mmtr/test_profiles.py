@@ -193,3 +193,47 @@ def test_a_profile_applied_after_another_gives_what_it_gives_alone(
         apply_profile(first, params_file, after)
         apply_profile(second, after, after)
         assert yaml.safe_load(after.read_text(encoding="utf-8")) == yaml.safe_load(alone.read_text(encoding="utf-8"))
+
+
+def test_kadar2018_sets_the_papers_conditions(params_file: Path) -> None:
+    """Kádár et al. 2018: VSE++, batches of one language, c2c at 0.5 exactly on the roles named so, the halves and
+    the disjoint split of Table 5, one caption per image for Bi-comparable, translation captions for Table 4."""
+    params = apply_profile("kadar2018", params_file, params_file)
+    retrieval = params.retrieval
+    assert retrieval.models == ("vsepp",) and retrieval.variants == ("none",) and retrieval.replicates == 3
+    setups = {name: retrieval.role(name, "en").setup for name in retrieval.roles}
+    assert all(setup.batches == "one_language" for setup in setups.values())
+    assert {name for name, setup in setups.items() if setup.c2c_probability == 0.5} == {
+        name for name in retrieval.roles if name.endswith("_c2c")
+    }
+    assert all(setup.c2c_probability in (0.0, 0.5) for setup in setups.values())
+    assert {name for name, setup in setups.items() if setup.images == 0.5} == {
+        "half_en",
+        "half_de",
+        "bi_overlap",
+        "bi_overlap_c2c",
+    }
+    assert [name for name, setup in setups.items() if setup.disjoint] == ["bi_disjoint"]
+    assert {name for name, setup in setups.items() if setup.kinds == ("translation",)} == {
+        "mono_en_translation",
+        "mono_de_translation",
+        "bi_translation",
+        "bi_translation_c2c",
+    }
+    assert {name for name, setup in setups.items() if setup.captions_per_image == 1} == {
+        "bi_comparable",
+        "bi_comparable_c2c",
+    }
+    assert {name for name, setup in setups.items() if setup.low_resource} == {"low_de", "low_de_bi", "low_de_bi_c2c"}
+    assert retrieval.role("low_de_bi", "en").train_languages == ("en", "de")
+
+
+def test_check_params_shows_each_roles_setup(params_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    apply_profile("kadar2018", params_file, params_file)
+    cli.main(["check-params", "--params", str(params_file)])
+    out = capsys.readouterr().out
+    assert "retrieval: 16 runs = models vsepp x variants none x roles mono_en_translation, " in out
+    expected = "kinds comparable, disjoint true, batches one_language, c2c_probability 0"
+    assert f"    bi_disjoint: trains on en, de; tested on en, de; setup: {expected}\n" in out
+    expected = "kinds comparable, low_resource de 0.1, batches one_language, c2c_probability 0.5"
+    assert f"    low_de_bi_c2c: trains on en, de; tested on en, de; setup: {expected}\n" in out
