@@ -101,6 +101,8 @@ def merge(
         emptied = not value and f"{prefix}{key}" in replaced  # a plain {} (ruamel cannot dump an emptied block map)
         if isinstance(value, Mapping) and isinstance(base.get(key), MutableMapping) and not emptied:
             merge(base[key], value, replaced=replaced, prefix=f"{prefix}{key}.")
+        elif isinstance(value, list) and isinstance(base.get(key), list):
+            base[key][:] = value  # in place: the list keeps its layout and comments (ruamel loses an emptied one's)
         else:
             base[key] = value
 
