@@ -6,6 +6,8 @@ resamples, sacreBLEU's fixed seed 12345, significant at p < 0.05. The retrieval 
 whose difference, centred on the resamples' mean (the null hypothesis of no difference), is at least as far from
 zero as the observed one, plus one on both sides of the fraction: identical systems get p = 1, a system better by
 the same margin in every resample p = 1 / (samples + 1), the smallest p a test of ``samples`` resamples can give.
+(sacreBLEU's own p, on the translation side, centres the resamples' absolute differences and counts only those
+strictly beyond the observed one, which gives identical systems that smallest p instead.)
 """
 
 from __future__ import annotations
