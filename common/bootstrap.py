@@ -12,6 +12,8 @@ strictly beyond the observed one, which gives identical systems that smallest p 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SAMPLES = 1000  # resamples of a paired bootstrap
@@ -19,8 +21,10 @@ SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: the same resamples on every 
 ALPHA = 0.05  # the significance level
 
 
+@functools.lru_cache(maxsize=8)
 def resample_counts(items: int, *, samples: int = SAMPLES, seed: int = SEED) -> np.ndarray:
-    """(samples, items): how often each item is drawn in each resample of ``items`` draws with replacement.
+    """(samples, items): how often each item is drawn in each resample of ``items`` draws with replacement; the same
+    (read-only) array for the same arguments, so the tests of one report share their resamples.
 
     Raises:
         ValueError: no items or no resamples.
@@ -29,7 +33,11 @@ def resample_counts(items: int, *, samples: int = SAMPLES, seed: int = SEED) -> 
         raise ValueError(f"a bootstrap needs items and resamples, got {items} items and {samples} resamples")
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, items, size=(samples, items))
-    return np.stack([np.bincount(row, minlength=items) for row in draws]).astype(np.float64)
+    rows = np.arange(samples)[:, None] * items  # one bincount for all: resample r counts in [r*items, (r+1)*items)
+    counts = np.bincount((draws + rows).ravel(), minlength=samples * items).reshape(samples, items)
+    counts = counts.astype(np.float64)
+    counts.flags.writeable = False
+    return counts
 
 
 def two_sided_p(resampled: np.ndarray, observed: np.ndarray) -> np.ndarray:

@@ -30,3 +30,9 @@ def test_p_counts_centred_resamples_as_extreme_as_the_observed_difference() -> N
 def test_the_interval_is_sacrebleus_percentile_half_width() -> None:
     resampled = np.arange(40.0)[:, None]  # 2.5th percentile: index 1, 97.5th: index 38
     assert half_width(resampled) == pytest.approx([18.5])
+
+
+def test_the_counts_are_those_of_the_draws() -> None:
+    draws = np.random.default_rng(5).integers(0, 6, size=(4, 6))
+    expected = np.stack([np.bincount(row, minlength=6) for row in draws])
+    assert np.array_equal(resample_counts(6, samples=4, seed=5), expected)
