@@ -91,7 +91,16 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
         "tasks/__init__.py",
         "tasks/retrieval.py",
     ),
-    "report": ("corpora", "report", "common", "flows/report.py", "tasks/__init__.py", "tasks/report.py"),
+    "report": (
+        "corpora",
+        "report",
+        "retrieval/__init__.py",
+        "retrieval/significance.py",
+        "common",
+        "flows/report.py",
+        "tasks/__init__.py",
+        "tasks/report.py",
+    ),
 }
 
 
