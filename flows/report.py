@@ -1,5 +1,5 @@
 """Stage `report`: a headline and paper-style tables of every retrieval run (results.md), and a page with plots
-and examples (index.html).
+and examples (index.html); the paired tests of the runs' per-query ranks in a metrics file (`--significance`).
 
 The headline says which caption variant wins per model, role and language and whether the MMT beats the text-only
 MT (report/headline.py). Rows are model x variant x role, columns R@K per direction and language (and
@@ -30,12 +30,24 @@ SAMPLES = 6  # examples per target language: captions the MT and the MMT transla
 
 @flow(name="report", log_prints=True, persist_result=False)
 def report(
-    inputs: ReportInputs, out: str, variant_labels: dict[str, str], context: ReportContext, runs: list[str]
+    inputs: ReportInputs,
+    out: str,
+    variant_labels: dict[str, str],
+    context: ReportContext,
+    runs: list[str],
+    significance: str,
 ) -> str:
     key = artifact_key("retrieval-results")
     with atomic_dir(out) as staged:  # both pages, or neither
         markdown = write_report(
-            inputs, str(staged), samples=SAMPLES, variant_labels=variant_labels, context=context, key=key, runs=runs
+            inputs,
+            str(staged),
+            samples=SAMPLES,
+            variant_labels=variant_labels,
+            context=context,
+            key=key,
+            runs=runs,
+            significance=significance,
         )
     print(markdown)
     return markdown
@@ -70,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--diversity", required=True, help="augment's metrics file (token types, bigrams)")
     parser.add_argument("--round_trips", required=True, help="synthesize's metrics folder (<paths.metrics>/synthesis)")
     parser.add_argument("--translation", required=True, help="train_mmt's metrics folder (<paths.metrics>/mmt)")
+    parser.add_argument("--significance", required=True, help="the paired tests' metrics file it writes")
 
     def body(args: argparse.Namespace, params: Params) -> None:
         images = params.corpus(args.corpus).images
@@ -87,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             translation=args.translation,
         )
         with tags(*run_tags("report")):
-            named(report, args.params)(inputs, args.out, labels, context, params.retrieval.run_names())
+            runs = params.retrieval.run_names()
+            named(report, args.params)(inputs, args.out, labels, context, runs, args.significance)
 
     run_stage(parser, argv, body)
 

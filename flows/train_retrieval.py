@@ -4,7 +4,8 @@ language role, then test it.
 Trains on the variant's training captions that the role keeps (human + synthesized, mixed in equal portions per
 batch), keeps the epoch with the best validation rsum on the role's test languages, and writes the model
 (`model.safetensors` + `model.json`) and the test metrics (R@1/5/10 per test language and direction, rsum, mR,
-median/mean rank; translate-search when configured, on the queries `translate_queries` translated). With
+median/mean rank; translate-search when configured, on the queries `translate_queries` translated), with each test
+query's rank per seed beside them (`<run>.ranks.npz`, for the report's paired tests). With
 `retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
 
 With `--work`, each replicate keeps its training state in `<work>/<run>/seed-<seed>.pt` after every epoch: a run
@@ -32,6 +33,7 @@ from mmtr.stage import named, run_stage, run_tags, stage_parser
 from retrieval.config import RetrievalConfig, run_name
 from retrieval.results import replicate_seeds
 from retrieval.roles import PRESETS
+from retrieval.significance import ranks_path
 from retrieval.zoo.registry import MODELS
 from tasks import artifact_key
 from tasks.retrieval import (
@@ -40,6 +42,7 @@ from tasks.retrieval import (
     train_retrieval_model,
     write_history,
     write_retrieval_metrics,
+    write_run_ranks,
 )
 
 
@@ -66,7 +69,7 @@ def train_retrieval(
     with atomic_dir(out) as staged:
         pivot = all_languages.pivot
         languages = config.role(role, pivot)
-        runs, history = [], []
+        runs, history, seed_metrics = [], [], []
         for seed in seeds:  # the first replicate in `out`, the others in out/replicates/seed-<seed>
             model_dir = str(staged) if seed == seeds[0] else str(staged / "replicates" / f"seed-{seed}")
             history_key = artifact_key(f"retrieval-history-{run}-seed-{seed}")
@@ -86,6 +89,7 @@ def train_retrieval(
             history += summary["history"]
             # Test on the human captions of the prepared data (the same rows in every variant).
             test_metrics = str(Path(model_dir) / "test-metrics.json")
+            seed_metrics.append(test_metrics)
             runs.append(
                 evaluate_retrieval_model(
                     config,
@@ -102,6 +106,7 @@ def train_retrieval(
             )
         write_history(history, str(Path(metrics).with_suffix(".history.tsv")))  # learning curves for `dvc plots`
         summary = write_retrieval_metrics(runs, seeds, languages.test, metrics, artifact_key(f"retrieval-{run}"))
+        write_run_ranks([str(ranks_path(path)) for path in seed_metrics], str(ranks_path(metrics)))
     clear_states(states.values())
     return summary
 

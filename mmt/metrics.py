@@ -32,6 +32,8 @@ from sacrebleu.significance import PairedTest, Result
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
+from common.bootstrap import SAMPLES
+
 # Moses XML escapes as found in Multi30K's tok files; scoring is on plain text so both sides agree.
 _MOSES_ESCAPES = {
     "&amp;": "&",
@@ -76,7 +78,12 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str], tgt
 
 
 def paired_bootstrap(
-    baseline: Sequence[str], system: Sequence[str], references: Sequence[str], tgt_lang: str, *, samples: int = 1000
+    baseline: Sequence[str],
+    system: Sequence[str],
+    references: Sequence[str],
+    tgt_lang: str,
+    *,
+    samples: int = SAMPLES,
 ) -> dict[str, object]:
     """Paired bootstrap resampling of ``bleu`` (lowercased, tokenised): does ``system`` beat ``baseline``?
 

@@ -91,7 +91,16 @@ STAGE_CODE: dict[str, tuple[str, ...]] = {
         "tasks/__init__.py",
         "tasks/retrieval.py",
     ),
-    "report": ("corpora", "report", "common", "flows/report.py", "tasks/__init__.py", "tasks/report.py"),
+    "report": (
+        "corpora",
+        "report",
+        "retrieval/__init__.py",
+        "retrieval/significance.py",
+        "common",
+        "flows/report.py",
+        "tasks/__init__.py",
+        "tasks/report.py",
+    ),
 }
 
 
@@ -550,7 +559,7 @@ def _train_retrieval(c: _Context, pipeline: Pipeline) -> None:
                             *shared,
                             *own,
                         ),
-                        outs=(f"{paths.models}/retrieval/{run}",),
+                        outs=(f"{paths.models}/retrieval/{run}", retrieval_ranks(paths, run)),
                         uncached=(f"{paths.metrics}/retrieval/{run}.notes.json", retrieval_history(paths, run)),
                         metrics=(f"{paths.metrics}/retrieval/{run}.json",),
                     ),
@@ -588,8 +597,18 @@ def retrieval_history(paths: Paths, run: str) -> str:
     return f"{paths.metrics}/retrieval/{run}.history.tsv"
 
 
+def retrieval_ranks(paths: Paths, run: str) -> str:
+    """A retrieval run's per-query test ranks, a row per seed (binary: DVC-cached, not git-tracked)."""
+    return f"{paths.metrics}/retrieval/{run}.ranks.npz"
+
+
+def report_significance(paths: Paths) -> str:
+    """The report's paired tests of the retrieval runs."""
+    return f"{paths.metrics}/significance.json"
+
+
 def _report(c: _Context, pipeline: Pipeline) -> None:
-    """Every run's metrics gathered."""
+    """Every run's metrics gathered, and the paired tests of the runs' per-query ranks."""
     paths, p, target_corpus = c.paths, c.flag, c.target_corpus
     synthesized = tuple(f"{paths.synthesized}/{target}.parquet" for target in c.params.mmt.targets)
     pipeline.add(
@@ -598,7 +617,7 @@ def _report(c: _Context, pipeline: Pipeline) -> None:
             f"python -m flows.report {p} --metrics {paths.metrics}/retrieval --synthesized {paths.synthesized} "
             f"--prepared {paths.prepared}/{target_corpus} --corpus {target_corpus} --out {paths.reports} "
             f"--diversity {paths.metrics}/augment.json --round_trips {paths.metrics}/synthesis "
-            f"--translation {paths.metrics}/mmt",
+            f"--translation {paths.metrics}/mmt --significance {report_significance(paths)}",
             (
                 f"{paths.metrics}/retrieval",
                 f"{paths.metrics}/augment.json",
@@ -609,6 +628,7 @@ def _report(c: _Context, pipeline: Pipeline) -> None:
             ),
             ("augment", "mmt.targets"),
             outs=(paths.reports,),
+            metrics=(report_significance(paths),),
         ),
     )
 

@@ -20,7 +20,7 @@ import datetime
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from common.metrics_files import is_notes_file, read_metrics
 from mmtr.params import Params
 from report.headline import headline
 from report.html import rsum_chart
+from report.significance import Significance
 from report.tables import (
     ReportContext,
     comparison_markdown,
@@ -80,6 +81,8 @@ class PipelineMetrics:
         comparisons: Direction (``en-de``) -> the MMT against the text-only MT (paired bootstrap).
         diversity: ``augment``'s metrics: variant -> token types and bigrams per language.
         round_trips: Target language -> ``synthesize``'s metrics.
+        significance: ``report``'s paired tests of the retrieval runs (``significance.json``; empty before a run that
+            wrote it): they mark the tables and the findings.
     """
 
     retrieval: dict[str, dict[str, Any]]
@@ -87,6 +90,7 @@ class PipelineMetrics:
     comparisons: dict[str, dict[str, Any]]
     diversity: dict[str, Any]
     round_trips: dict[str, Any]
+    significance: dict[str, Any] = field(default_factory=dict)
 
 
 def read_pipeline_metrics(params: Params, repo: Path) -> PipelineMetrics:
@@ -108,12 +112,14 @@ def read_pipeline_metrics(params: Params, repo: Path) -> PipelineMetrics:
         else:
             translation[path.stem] = read_metrics(path)
     diversity_file = root / "augment.json"
+    significance_file = root / "significance.json"
     return PipelineMetrics(
         retrieval={path.stem: read_metrics(path) for path in runs},
         translation=translation,
         comparisons=comparisons,
         diversity=read_json(diversity_file) if diversity_file.is_file() else {},
         round_trips={path.stem: read_json(path) for path in sorted((root / "synthesis").glob("*.json"))},
+        significance=read_json(significance_file) if significance_file.is_file() else {},
     )
 
 
@@ -145,8 +151,10 @@ def results_page(metrics: PipelineMetrics, params: Params, stamp: Stamp, stages:
     """``docs/results.md``: the stamp, the stage times (when recorded), and the report's tables."""
     labels, pivot = params.augment.variant_labels(), params.languages.pivot
     origins = {name: variant.origin for name, variant in params.augment.variants.items()}
-    findings = headline(metrics.retrieval, metrics.comparisons, labels, origins, pivot)
-    retrieval = results_markdown(metrics.retrieval, labels, ReportContext(pivot=pivot), findings).split("\n")
+    significance = Significance(metrics.significance, labels)
+    findings = headline(metrics.retrieval, metrics.comparisons, labels, origins, pivot, significance)
+    context = ReportContext(pivot=pivot, significance=significance)
+    retrieval = results_markdown(metrics.retrieval, labels, context, findings).split("\n")
     retrieval = ["## " + line.removeprefix("# ") if line.startswith("# ") else _demoted(line) for line in retrieval]
     lines = ["# Results", "", stamp.line(), "", GENERATED.format(command=stamp.command), "", FINDINGS_NOTE, ""]
     if stages is not None:

@@ -2,9 +2,10 @@
 
 Retrieval: per model, role and test language, which caption variant has the highest rsum, by how much it beats the
 variant ``none`` (the human captions alone) and the best variant of the other translation system (MT for an MMT
-variant, MMT for an MT one). There is no paired significance test of retrieval runs: with one seed a sentence says
-so, and with several it gives each rsum as mean ± sample standard deviation and says whether a difference exceeds
-the two standard deviations summed (their mean ± sd ranges do not overlap).
+variant, MMT for an MT one). With several seeds it gives each rsum as mean ± sample standard deviation and says
+whether a difference exceeds the two standard deviations summed (their mean ± sd ranges do not overlap). Where the
+runs' per-query ranks were tested (:mod:`report.significance`), each difference it names comes with the paired
+bootstrap's p-value of rsum and its verdict at :data:`ALPHA`; without them a sentence says it was not tested.
 
 Translation: per direction, the MMT's and the text-only MT's test BLEU, their difference and the paired bootstrap's
 p-value (train_mmt's ``mmt-vs-mt-<src>-<tgt>`` files), significant when p < :data:`ALPHA`.
@@ -12,14 +13,17 @@ p-value (train_mmt's ``mmt-vs-mt-<src>-<tgt>`` files), significant when p < :dat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from report.tables import ALPHA, arrow, direction_order, language_heading, languages_of, p_value, signed, split_run
+from common.bootstrap import ALPHA
+from report.significance import Significance, ref
+from report.tables import arrow, direction_order, language_heading, languages_of, p_value, signed, split_run
 
 BASELINE = "none"  # the variant every other is measured against: the human captions alone
 SYSTEMS = {"mt": "MT", "mmt": "MMT"}  # a variant's origin -> how the sentences name its system
+Tested = Callable[[str, str], float | None]  # (variant, variant) -> the paired test's p of rsum; None: not tested
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,11 @@ def headline(
     variant_labels: Mapping[str, str],
     origins: Mapping[str, str | None],
     pivot: str | None = None,
+    significance: Significance | None = None,
 ) -> str:
     """The headline paragraph: :func:`retrieval_findings` then :func:`translation_findings`; empty without either."""
     sentences = [
-        *retrieval_findings(results, variant_labels, origins, pivot),
+        *retrieval_findings(results, variant_labels, origins, pivot, significance),
         *translation_findings(comparisons, pivot),
     ]
     return "**Findings.** " + " ".join(sentences) if sentences else ""
@@ -57,6 +62,7 @@ def retrieval_findings(
     variant_labels: Mapping[str, str],
     origins: Mapping[str, str | None],
     pivot: str | None = None,
+    significance: Significance | None = None,
 ) -> list[str]:
     """A sentence per model, role and test language (models and roles sorted, the pivot's language first; the mean
     over test folds only where a language has no full-test score).
@@ -68,6 +74,7 @@ def retrieval_findings(
         origins: Variant name -> the system whose captions it adds (``mt``, ``mmt``; None: none). A variant not in it
             is compared with the baseline only.
         pivot: The pivot language.
+        significance: The paired tests of the runs; None or none run: the sentences say so.
     """
     groups: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for name, metrics in results.items():
@@ -79,8 +86,25 @@ def retrieval_findings(
         for key in [key for key in keys if not (key.endswith("-folds") and key.removesuffix("-folds") in keys)]:
             scores = {variant: _score(metrics, key) for variant, metrics in runs.items() if key in metrics}
             prefix = f"Retrieval ({model}, role {role}, {language_heading(key)}): "
-            sentences.append(prefix + finding(scores, variant_labels, origins))
+            tested = _tested(significance, model, role, key)
+            sentences.append(prefix + finding(scores, variant_labels, origins, tested))
     return sentences
+
+
+def _tested(significance: Significance | None, model: str, role: str, key: str) -> Tested | None:
+    """The p of rsum of two variants of ``model`` and ``role`` on ``key``; None when none of them was tested there."""
+    if significance is None:
+        return None
+    refs = {ref for system, baselines in significance.tests.items() for ref in (system, *baselines)}
+    if not any(ref.startswith(f"{model}-") and ref.endswith(f"-{role}/{key}") for ref in refs):
+        return None
+    tests = significance
+
+    def p_of(system: str, baseline: str) -> float | None:
+        found = tests.test(ref(f"{model}-{system}-{role}", key), ref(f"{model}-{baseline}-{role}", key))
+        return None if found is None else float(found["rsum"]["p_value"])
+
+    return p_of
 
 
 def _score(metrics: Mapping[str, Any], key: str) -> Score:
@@ -88,9 +112,15 @@ def _score(metrics: Mapping[str, Any], key: str) -> Score:
     return Score(float(metrics[key]["rsum"]), float(spread["rsum"]) if spread else None, len(metrics.get("seeds", [0])))
 
 
-def finding(scores: Mapping[str, Score], variant_labels: Mapping[str, str], origins: Mapping[str, str | None]) -> str:
+def finding(
+    scores: Mapping[str, Score],
+    variant_labels: Mapping[str, str],
+    origins: Mapping[str, str | None],
+    tested: Tested | None = None,
+) -> str:
     """One test language's sentence (without its model, role and language): the variant of the highest rsum, its
-    lead over the baseline and over the other system's best variant, and how far the numbers can be trusted."""
+    lead over the baseline and over the other system's best variant, and how far the numbers can be trusted: each
+    difference's paired test (``tested``; None: the sentence says nothing was tested)."""
 
     def label(name: str) -> str:
         return variant_labels.get(name, name)
@@ -100,7 +130,21 @@ def finding(scores: Mapping[str, Score], variant_labels: Mapping[str, str], orig
     winners = [name for name in ranked if scores[name].rsum == scores[ranked[0]].rsum]
     leader = scores[winners[0]]
     several = max(score.seeds for score in scores.values()) > 1
-    caveat = "not tested for significance." if several else "one seed; not tested for significance."
+    if tested is None:
+        caveat = "not tested for significance." if several else "one seed; not tested for significance."
+    else:
+        test = f"paired bootstrap of rsum over the test images, significant at p < {ALPHA:g}."
+        caveat = test if several else f"one seed; {test}"
+
+    def verdict(system: str, baseline: str) -> str:
+        """The paired test of two variants, for the parentheses after a difference; nothing without tests."""
+        if tested is None:
+            return ""
+        p = tested(system, baseline)
+        if p is None:
+            return "; not tested"
+        return f"; {p_value(p)}, {'significant' if p < ALPHA else 'not significant'}"
+
     baseline = scores.get(BASELINE)
     if baseline is not None and BASELINE in winners:
         others = [name for name in ranked if name != BASELINE]
@@ -110,7 +154,8 @@ def finding(scores: Mapping[str, Score], variant_labels: Mapping[str, str], orig
             tied = _joined([label(name) for name in winners if name != BASELINE])
             return f"no variant beats {_base(baseline)}; {tied} {'ties' if len(winners) == 2 else 'tie'} it; {caveat}"
         best = scores[others[0]]
-        below = f"{baseline.rsum - best.rsum:.1f} below it ({_value(best)}{_spread_note(baseline, best)})"
+        note = _spread_note(baseline, best) + verdict(others[0], BASELINE)
+        below = f"{baseline.rsum - best.rsum:.1f} below it ({_value(best)}{note})"
         return f"no variant beats {_base(baseline)}; the best, {label(others[0])}, is {below}; {caveat}"
     measure = f"mean rsum over {leader.seeds} seeds" if several else "rsum"
     verb = "has" if len(winners) == 1 else "share"
@@ -118,7 +163,8 @@ def finding(scores: Mapping[str, Score], variant_labels: Mapping[str, str], orig
     if baseline is None:
         clauses = ["no run without augmentation (`-`) to compare with"]
     else:
-        clauses = [f"{_lead(leader, baseline)} over {_base(baseline, _spread_note(leader, baseline))}"]
+        note = _spread_note(leader, baseline) + (verdict(winners[0], BASELINE) if len(winners) == 1 else "")
+        clauses = [f"{_lead(leader, baseline)} over {_base(baseline, note)}"]
     systems = {origins.get(name) for name in winners}
     origin = next(iter(systems)) if len(systems) == 1 else None
     if origin in SYSTEMS:
@@ -126,9 +172,10 @@ def finding(scores: Mapping[str, Score], variant_labels: Mapping[str, str], orig
         rivals = [name for name in ranked if origins.get(name) == other]
         if rivals:
             rival = scores[rivals[0]]
+            note = _spread_note(leader, rival) + (verdict(winners[0], rivals[0]) if len(winners) == 1 else "")
             clauses.append(
                 f"{_lead(leader, rival)} over {label(rivals[0])}, the best {SYSTEMS[other]} variant "
-                f"({_value(rival)}{_spread_note(leader, rival)})"
+                f"({_value(rival)}{note})"
             )
         else:
             clauses.append(f"no {SYSTEMS[other]} variant was run")

@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from report.markdown import markdown_html
+from report.paper_tables import paper_markdown
 from report.samples import EXAMPLES_HEADING, EXAMPLES_NOTE, Example
 from report.tables import (
-    LEGEND,
+    Marks,
     ReportContext,
     arrow,
     chance_line,
@@ -38,7 +39,8 @@ def results_html(
     context: ReportContext = ReportContext(),
     headline: str = "",
 ) -> str:
-    """A self-contained page: the title, ``headline``, the header and legend, the tables (the pivot's first) with
+    """A self-contained page: the title, ``headline``, the header and legends, the tables in the paper's layout
+    (:mod:`report.paper_tables`), the tables per language (the pivot's first) with
     their chance levels and an rsum bar chart each, the translate-search tables (Table 5) with theirs, a section per
     extra evaluation set (a table per language), ``extra_sections`` (Markdown, e.g.
     :func:`~report.tables.diversity_markdown`) and the examples beside their images. Every piece of Markdown is
@@ -47,11 +49,17 @@ def results_html(
         "<h1>Retrieval results</h1>",
         *([markdown_html(headline)] if headline else []),
         *(markdown_html(line) for line in context.header),
-        markdown_html(LEGEND),
+        *(markdown_html(line) for line in context.legends() if line),
     ]
+    paper = paper_markdown(results, variant_labels, context)
+    if paper:
+        body.append(markdown_html("\n".join(paper)))
     for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
-        body += [f"<h2>{html.escape(language_heading(lang))}</h2>", _html_table(rows, variant_labels)]
+        body += [
+            f"<h2>{html.escape(language_heading(lang))}</h2>",
+            _html_table(rows, variant_labels, context.marker(lang)),
+        ]
         if lang in context.test_images:
             body.append(markdown_html(chance_line(context.test_images[lang])))
         body.append(rsum_chart(rows, variant_labels, title=f"rsum per run, {language_heading(lang)}"))
@@ -82,8 +90,10 @@ def results_html(
     )
 
 
-def _html_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> str:
-    return markdown_html("\n".join(run_table(rows, variant_labels)))
+def _html_table(
+    rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str], marks: Marks | None = None
+) -> str:
+    return markdown_html("\n".join(run_table(rows, variant_labels, marks)))
 
 
 def rsum_chart(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str], *, title: str) -> str:

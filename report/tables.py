@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from common.bootstrap import ALPHA
+
+if TYPE_CHECKING:  # report.significance names runs with split_run, from here
+    from report.significance import Significance
 
 KS = (1, 5, 10)
 
@@ -57,12 +62,30 @@ class ReportContext:
         header: Lines under the title (the settings the tables depend on).
         origins: Variant name -> the system whose captions it adds (``mt``, ``mmt``; None: none), for the
             headline's comparison of the two systems' variants.
+        significance: The paired tests of the runs (:mod:`report.significance`), whose outcomes mark the cells;
+            None: no marks.
     """
 
     pivot: str | None = None
     test_images: Mapping[str, int] = field(default_factory=dict)
     header: Sequence[str] = ()
     origins: Mapping[str, str | None] = field(default_factory=dict)
+    significance: Significance | None = None
+
+    def marker(self, key: str) -> Marks | None:
+        """The marks of the cells of test set ``key`` (run, statistic -> marks); None without tests."""
+        tests = self.significance
+        if tests is None or not tests.tests:
+            return None
+        return lambda run, statistic: tests.marks(run, key, statistic)
+
+    def legends(self) -> list[str]:
+        """The legend of the variants and roles, and of the marks when there are tests."""
+        marks = self.significance.legend() if self.significance is not None else ""
+        return [LEGEND, *(["", marks] if marks else [])]
+
+
+Marks = Callable[[str, str], str]  # (run, statistic: i2t_r1 .. t2i_r10 or rsum) -> the marks of that cell
 
 
 LEGEND = (
@@ -96,9 +119,11 @@ def results_markdown(
     variant_labels: Mapping[str, str],
     context: ReportContext = ReportContext(),
     headline: str = "",
+    before_tables: Sequence[str] = (),
 ) -> str:
     """One table per language (the pivot's first; then per translate-search language), rows sorted by model,
-    variant, role, each with its chance level; ``headline``, ``context.header`` and the legend above them.
+    variant, role, each with its chance level and the marks of the paired tests; ``headline``, ``context.header``,
+    the legends and the lines ``before_tables`` (the paper's layout, :mod:`report.paper_tables`) above them.
 
     Args:
         results: Run name (``<model>-<variant>-<role>``) -> its metrics.
@@ -115,12 +140,13 @@ def results_markdown(
         "Test split, recall in percent (R@K), rsum = the six recalls summed; runs of several seeds show mean ± "
         "sample standard deviation.",
         "",
-        LEGEND,
+        *context.legends(),
         "",
+        *before_tables,
     ]
     for lang in languages_of(results, context.pivot):
         rows = language_rows(results, lang)
-        lines += [f"## {language_heading(lang)}", "", *run_table(rows, variant_labels), ""]
+        lines += [f"## {language_heading(lang)}", "", *run_table(rows, variant_labels, context.marker(lang)), ""]
         if lang in context.test_images:
             lines += [chance_line(context.test_images[lang]), ""]
     for lang, rows in translate_search_rows(results).items():
@@ -246,7 +272,6 @@ def diversity_markdown(
     return lines
 
 
-ALPHA = 0.05  # the significance level of the paired bootstrap
 SYSTEM_NAMES = {"mt": "MT", "mmt": "MMT"}  # train_mmt's system folders <system>-<src>-<tgt>, as the tables name them
 # a translation table's columns: heading -> the value of one system's metrics (None: not recorded or not applicable)
 _TRANSLATION_COLUMNS: dict[str, Callable[[Mapping[str, Any]], float | None]] = {
@@ -378,8 +403,8 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _with_std(mean: float, std: float | None) -> str:
-    return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+def _with_std(mean: float, std: float | None, marks: str = "") -> str:
+    return (f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}") + marks
 
 
 def language_heading(key: str) -> str:
@@ -388,9 +413,12 @@ def language_heading(key: str) -> str:
     return f"{lang}, mean over test folds" if folds == "folds" else key
 
 
-def run_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str]) -> list[str]:
+def run_table(
+    rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str, str], marks: Marks | None = None
+) -> list[str]:
     """The Markdown lines of one table: a row per run (in :func:`run_order`) with its recalls and rsum (mean ± std
-    over replicates where there are), mR, and its rsum against the same model and role trained on ``none``."""
+    over replicates where there are, and the ``marks`` of the paired tests), mR, and its rsum against the same model
+    and role trained on ``none``."""
     header = [
         "model",
         "variant",
@@ -408,11 +436,17 @@ def run_table(rows: Mapping[str, Mapping[str, Any]], variant_labels: Mapping[str
         cells = [model, variant_labels.get(variant, variant), role]
         spread = metrics.get("std")
         cells += [
-            _with_std(metrics[direction][f"r{k}"], spread[direction][f"r{k}"] if spread else None)
+            _with_std(
+                metrics[direction][f"r{k}"],
+                spread[direction][f"r{k}"] if spread else None,
+                marks(name, f"{direction}_r{k}") if marks else "",
+            )
             for direction in ("t2i", "i2t")
             for k in KS
         ]
-        cells.append(_with_std(metrics["rsum"], spread["rsum"] if spread else None))
+        cells.append(
+            _with_std(metrics["rsum"], spread["rsum"] if spread else None, marks(name, "rsum") if marks else "")
+        )
         cells.append(f"{metrics['rsum'] / 6:.1f}")
         baseline = rows.get(f"{model}-none-{role}")
         cells.append("-" if baseline is None or variant == "none" else f"{metrics['rsum'] - baseline['rsum']:+.1f}")

@@ -89,6 +89,21 @@ def with_summary(directions: dict[str, dict[str, float]], ks: Sequence[int] = KS
     return {"i2t": directions["i2t"], "t2i": directions["t2i"], "rsum": total, "mr": total / len(recalls)}
 
 
+def query_ranks(sims: Tensor, caption_image: Tensor, fold_images: int | None = None) -> tuple[Tensor, Tensor]:
+    """(i2t ranks of the images, t2i ranks of the captions), in the order of ``sims``' rows and columns; with
+    ``fold_images``, each query ranked within its fold (what :func:`folded_metrics` averages)."""
+    if fold_images is None:
+        return i2t_ranks(sims, caption_image), t2i_ranks(sims, caption_image)
+    i2t = torch.empty(sims.shape[0], dtype=torch.long)
+    t2i = torch.empty(sims.shape[1], dtype=torch.long)
+    for fold in fold_slices(sims.shape[0], fold_images):
+        captions = torch.nonzero((caption_image >= fold.start) & (caption_image < fold.stop)).flatten()
+        block, images = sims[fold][:, captions], caption_image[captions] - fold.start
+        i2t[fold] = i2t_ranks(block, images).cpu()
+        t2i[captions] = t2i_ranks(block, images).cpu()
+    return i2t, t2i
+
+
 def fold_slices(n_images: int, fold_images: int) -> list[slice]:
     """Consecutive folds of ``fold_images`` images (COCO 5-fold 1K: 5 x 1,000 of the 5,000 test images).
 

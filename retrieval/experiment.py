@@ -33,11 +33,12 @@ from retrieval.checkpoint import MODEL, LoadedModel, save_retrieval
 from retrieval.config import RetrievalConfig
 from retrieval.data import Caption, CaptionSet, encode_captions
 from retrieval.encoders import WordEmbedding
-from retrieval.inference import EvaluationConfig, evaluate
+from retrieval.inference import EvaluationConfig, evaluate_ranked
 from retrieval.model import RetrievalModel
 from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
 from retrieval.setups import OneLanguageSampler, select_training_rows
+from retrieval.significance import QueryRanks
 from retrieval.train import FitResult, fit
 from retrieval.vocab import Vocabulary
 from retrieval.zoo.registry import build_model
@@ -317,16 +318,21 @@ def test_model(
     *,
     source: str,
     runtime: Runtime,
+    ranks: dict[str, QueryRanks] | None = None,
 ) -> dict[str, Any]:
     """Test R@K of the model per language of ``languages`` (``rows``: the test split's human captions); with
-    the ``both`` protocol, the fold means too, under ``<lang>-folds``."""
+    the ``both`` protocol, the fold means too, under ``<lang>-folds``. ``ranks``, when given, gets each test set's
+    per-query ranks under its metrics key."""
     metrics: dict[str, Any] = {}
     for lang in languages:
         captions = encode_test_set(loaded, evaluation_captions(rows, lang, source=source), store, source)
-        metrics[lang] = score_test_set(loaded, captions, store, evaluation, evaluation.folds, runtime=runtime)
+        keys = {lang: evaluation.folds}
         if evaluation.protocol == "both":
-            folds = evaluation.fold_images
-            metrics[f"{lang}-folds"] = score_test_set(loaded, captions, store, evaluation, folds, runtime=runtime)
+            keys[f"{lang}-folds"] = evaluation.fold_images
+        for key, fold_images in keys.items():
+            metrics[key], ranked = ranked_test_set(loaded, captions, store, evaluation, fold_images, runtime=runtime)
+            if ranks is not None:
+                ranks[key] = ranked
     return metrics
 
 
@@ -348,17 +354,29 @@ def score_test_set(
 ) -> dict[str, Any]:
     """R@K of the model on the encoded ``captions`` (over folds of ``fold_images`` images, or the whole set), rounded
     as the metrics files hold them."""
-    return rounded(
-        evaluate(
-            loaded.model,
-            captions,
-            store,
-            device=runtime.torch_device(),
-            fold_images=fold_images,
-            batch_size=evaluation.batch_size,
-            autocast=runtime.autocast(),
-        )
+    return ranked_test_set(loaded, captions, store, evaluation, fold_images, runtime=runtime)[0]
+
+
+def ranked_test_set(
+    loaded: LoadedModel,
+    captions: CaptionSet,
+    store: FeatureStore,
+    evaluation: EvaluationConfig,
+    fold_images: int | None,
+    *,
+    runtime: Runtime,
+) -> tuple[dict[str, Any], QueryRanks]:
+    """:func:`score_test_set`'s metrics and the per-query ranks they come from."""
+    metrics, ranks = evaluate_ranked(
+        loaded.model,
+        captions,
+        store,
+        device=runtime.torch_device(),
+        fold_images=fold_images,
+        batch_size=evaluation.batch_size,
+        autocast=runtime.autocast(),
     )
+    return rounded(metrics), ranks
 
 
 def translate_search(
@@ -372,8 +390,10 @@ def translate_search(
     *,
     source: str,
     runtime: Runtime,
+    ranks: dict[str, QueryRanks] | None = None,
 ) -> dict[str, Any]:
-    """Table 5: ``lang`` test queries translated to ``pivot`` by ``translate``, searched in ``pivot``."""
+    """Table 5: ``lang`` test queries translated to ``pivot`` by ``translate``, searched in ``pivot``. ``ranks``, when
+    given, gets the per-query ranks under ``translate_search.<lang>`` (the queries keep their ids)."""
     queries = evaluation_captions(rows, lang, source=source)
     translated = translate([caption.text for caption in queries])
     if len(translated) != len(queries):
@@ -384,4 +404,7 @@ def translate_search(
         for c, text in zip(queries, translated, strict=True)
     ]
     captions = encode_test_set(loaded, as_pivot, store, source)
-    return score_test_set(loaded, captions, store, evaluation, evaluation.folds, runtime=runtime)
+    metrics, ranked = ranked_test_set(loaded, captions, store, evaluation, evaluation.folds, runtime=runtime)
+    if ranks is not None:
+        ranks[f"translate_search.{lang}"] = ranked
+    return metrics

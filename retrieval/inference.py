@@ -14,8 +14,9 @@ from torch import Tensor
 from common.checks import check_range
 from common.distributed import gather, share, world_size
 from retrieval.data import CaptionSet, RegionLookup, chunks, image_batch, images_of, text_batch
-from retrieval.evaluation import Metrics, folded_metrics, rank_metrics
+from retrieval.evaluation import Metrics, folded_metrics, query_ranks, rank_metrics
 from retrieval.model import Embedded, RetrievalModel
+from retrieval.significance import QueryRanks
 
 AutocastFactory = Callable[[], contextlib.AbstractContextManager[object]]
 
@@ -146,6 +147,40 @@ def evaluate(
 
     ``fold_images`` set: the mean over consecutive folds of that many images (COCO 5-fold 1K).
     """
+    sims, index = _similarities(model, captions, regions, device=device, batch_size=batch_size, autocast=autocast)
+    return rank_metrics(sims, index) if fold_images is None else folded_metrics(sims, index, fold_images)
+
+
+def evaluate_ranked(
+    model: RetrievalModel,
+    captions: CaptionSet,
+    regions: RegionLookup,
+    *,
+    device: torch.device,
+    fold_images: int | None = None,
+    batch_size: int = 256,
+    autocast: AutocastFactory = contextlib.nullcontext,
+) -> tuple[Metrics, QueryRanks]:
+    """:func:`evaluate`'s metrics and the per-query ranks they come from (each query within its fold, with
+    ``fold_images``), for the paired test of two runs (:mod:`retrieval.significance`)."""
+    sims, index = _similarities(model, captions, regions, device=device, batch_size=batch_size, autocast=autocast)
+    metrics = rank_metrics(sims, index) if fold_images is None else folded_metrics(sims, index, fold_images)
+    i2t, t2i = query_ranks(sims, index, fold_images)
+    return metrics, QueryRanks.of_seed(
+        captions.caption_ids, captions.image_ids, index.numpy(), i2t.numpy(), t2i.numpy()
+    )
+
+
+def _similarities(
+    model: RetrievalModel,
+    captions: CaptionSet,
+    regions: RegionLookup,
+    *,
+    device: torch.device,
+    batch_size: int,
+    autocast: AutocastFactory,
+) -> tuple[Tensor, Tensor]:
+    """The (images, captions) similarity matrix on the CPU, and each caption's image (its row)."""
     rows, caption_image = images_of(captions.image_rows)
     # data-parallel ranks share the work: each encodes a share of the captions (all of them are gathered) and
     # scores its share of the images against all captions; the score rows are gathered
@@ -157,8 +192,7 @@ def evaluate(
     texts = _on_every_rank(texts, device)
     sims = similarity_matrix(model, images, texts, device=device, autocast=autocast)
     sims = gather(sims.to(device)).cpu() if world_size() > 1 else sims
-    index = torch.from_numpy(caption_image)
-    return rank_metrics(sims, index) if fold_images is None else folded_metrics(sims, index, fold_images)
+    return sims, torch.from_numpy(caption_image)
 
 
 def _on_every_rank(encoded: Embedded, device: torch.device) -> Embedded:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +13,13 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from common.errors import InputError
-from common.files import read_json, write_text
+from common.files import read_json, write_json, write_text
 from common.metrics_files import is_notes_file, read_metrics
 from report.headline import headline
 from report.html import results_html
+from report.paper_tables import paper_markdown
 from report.samples import differing_examples, examples_markdown
+from report.significance import Significance, run_tests
 from report.tables import (
     ReportContext,
     comparison_markdown,
@@ -24,6 +27,7 @@ from report.tables import (
     results_markdown,
     translation_markdown,
 )
+from retrieval.significance import ranks_path, read_ranks
 
 COMPARISON_PREFIX = "mmt-vs-mt-"  # train_mmt's paired bootstrap files beside the systems' own metrics
 
@@ -51,6 +55,7 @@ def write_report(
     context: ReportContext,
     key: str,
     runs: Sequence[str],
+    significance: str,
 ) -> str:
     """``results.md`` and ``index.html`` from ``<run>.json`` in ``inputs.metrics_dir`` for each of ``runs`` that has
     one (the ``<model>-<variant>-<role>`` runs the params name: files of runs since dropped from them are left out),
@@ -59,7 +64,9 @@ def write_report(
     (augment's metrics), ``<inputs.round_trips>/<target>.json`` (synthesize's), and per target language up to
     ``samples`` captions the two systems translated differently (``inputs.synthesized``: synthesize's caption files),
     all under a headline made from those numbers (:func:`report.headline.headline`); variants are shown by
-    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``."""
+    ``variant_labels`` (name -> label, in the order of the rows); the Markdown is also the artifact ``key``. The
+    paired tests of the runs that have per-query ranks (``<run>.ranks.npz``, :func:`report.significance.run_tests`)
+    go to the metrics file ``significance`` (``{}`` when none has) and mark the tables."""
     files = [Path(inputs.metrics_dir) / f"{run}.json" for run in runs]
     found = [path for path in files if path.is_file()]
     if not found:
@@ -71,6 +78,13 @@ def write_report(
         missing = [path.stem for path in files if not path.is_file()]
         get_run_logger().warning("No metrics yet for %d of %d runs: %s", len(missing), len(files), ", ".join(missing))
     results = {path.stem: read_metrics(path) for path in found}
+    ranked = {path.stem: read_ranks(ranks_path(path)) for path in found if ranks_path(path).is_file()}
+    if len(ranked) < len(found):
+        unranked = [path.stem for path in found if path.stem not in ranked]
+        get_run_logger().warning("No per-query ranks (not tested) for %s", ", ".join(unranked))
+    tests = run_tests(ranked, variant_labels)
+    write_json(significance, tests)
+    context = dataclasses.replace(context, significance=Significance(tests, variant_labels))
     if not Path(inputs.diversity).is_file():
         raise InputError(f"{inputs.diversity}: no augment metrics file (run the augment stage first)")
     lexical = read_json(inputs.diversity)
@@ -84,9 +98,10 @@ def write_report(
         *comparison_markdown(comparisons, pivot),
         *diversity_markdown(lexical, changes, variant_labels),
     ]
-    findings = headline(results, comparisons, variant_labels, context.origins, pivot)
+    findings = headline(results, comparisons, variant_labels, context.origins, pivot, context.significance)
+    paper = paper_markdown(results, variant_labels, context)
     markdown = "\n".join(
-        [results_markdown(results, variant_labels, context, findings), *sections, *examples_markdown(examples)]
+        [results_markdown(results, variant_labels, context, findings, paper), *sections, *examples_markdown(examples)]
     )
     page = results_html(results, examples, variant_labels, sections, context, findings)
     write_text(Path(out_dir) / "results.md", markdown)

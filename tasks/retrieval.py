@@ -26,6 +26,7 @@ from retrieval.eval_sets import score_eval_sets
 from retrieval.experiment import Translate, read_captions, test_model, train_model, translate_search
 from retrieval.results import combine_replicates, flat_metrics, history_rows
 from retrieval.roles import ResolvedRole
+from retrieval.significance import QueryRanks, ranks_path, read_ranks, stack_seeds, write_ranks
 from tasks import artifact_key, named_by, progress_artifact
 
 
@@ -132,19 +133,30 @@ def evaluate_retrieval_model(
 ) -> dict[str, Any]:
     """Test-split R@K per test language of ``role`` (and translate-search, with the query translations the
     `translate_queries` stage wrote to ``inputs.queries``) of the model in ``model_dir``, written to ``metrics_path``
-    in the SPEC schema; the captions table's extra evaluation sets under ``eval_sets.<name>``, when it has any.
+    in the SPEC schema; the captions table's extra evaluation sets under ``eval_sets.<name>``, when it has any; the
+    per-query ranks of the test languages and translate-search beside it (:func:`~retrieval.significance.ranks_path`).
     ``run`` and ``seed`` name the replicate (the task run's name)."""
     loaded = load_retrieval(Path(model_dir) / MODEL, device=runtime.torch_device())
     store = FeatureStore.open(inputs.store)
     rows = read_captions(Path(inputs.captions), split="test", languages=languages, kinds=None, human_only=True)
     source = f"{inputs.captions} (test)"
-    metrics = test_model(loaded, rows, store, config.evaluation, role.test, source=source, runtime=runtime)
+    ranks: dict[str, QueryRanks] = {}
+    metrics = test_model(loaded, rows, store, config.evaluation, role.test, source=source, runtime=runtime, ranks=ranks)
     if config.translate_search.languages and pivot in role.test:
         searches = {}
         for lang in config.translate_search.languages:
             translate = _pretranslated(Path(inputs.queries) / f"{lang}-{pivot}.parquet")
             searches[lang] = translate_search(
-                loaded, rows, lang, pivot, store, translate, config.evaluation, source=source, runtime=runtime
+                loaded,
+                rows,
+                lang,
+                pivot,
+                store,
+                translate,
+                config.evaluation,
+                source=source,
+                runtime=runtime,
+                ranks=ranks,
             )
         metrics["translate_search"] = searches
     extra = score_eval_sets(loaded, Path(inputs.captions), store, config.evaluation, role.test, runtime=runtime)
@@ -152,6 +164,7 @@ def evaluate_retrieval_model(
         metrics["eval_sets"] = extra
     metrics["protocol"] = config.evaluation.protocol
     write_metrics(metrics_path, metrics)
+    write_ranks(ranks_path(metrics_path), ranks)
     return metrics
 
 
@@ -185,6 +198,21 @@ def write_retrieval_metrics(
     description = f"Test split: R@1/5/10 per language and direction, rsum (of 600), mean recall mR{note}"
     create_table_artifact(key=key, table=table, description=description)
     return metrics
+
+
+def _ranks_name(parameters: dict[str, Any]) -> str:
+    return f"write {Path(parameters['out']).name}"
+
+
+@task(cache_policy=NO_CACHE, persist_result=False, task_run_name=named_by(_ranks_name))
+def write_run_ranks(seed_files: list[str], out: str) -> None:
+    """The replicates' per-query ranks (each seed's file, in seed order) -> the run's ranks file: per test set a row
+    per seed, what the report's paired tests read (:mod:`retrieval.significance`)."""
+    per_seed = [read_ranks(path) for path in seed_files]
+    keys = per_seed[0].keys()
+    if any(ranks.keys() != keys for ranks in per_seed):
+        raise InputError(f"{', '.join(seed_files)}: the replicates ranked different test sets")
+    write_ranks(out, {key: stack_seeds([ranks[key] for ranks in per_seed]) for key in keys})
 
 
 def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:

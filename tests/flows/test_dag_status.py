@@ -260,7 +260,7 @@ def test_a_stage_refuses_a_stale_dag(project: Project) -> None:
     tree["retrieval"]["variants"] = ["none"]
     write_params(project.root / "params.yaml", tree)  # and no `mmtr dag`
     arguments = ["--metrics", "m", "--synthesized", "s", "--prepared", "p", "--corpus", "flickr30k", "--out", "o"]
-    arguments += ["--diversity", "d", "--round_trips", "r", "--translation", "t"]
+    arguments += ["--diversity", "d", "--round_trips", "r", "--translation", "t", "--significance", "x.json"]
     done = subprocess.run(
         [sys.executable, "-m", "flows.report", "--params", "params.yaml", *arguments],
         cwd=project.root,

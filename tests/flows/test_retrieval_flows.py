@@ -10,12 +10,14 @@ import pytest
 import torch
 import yaml
 
+from common.files import read_json
 from common.metrics_files import read_metrics
 from common.runtime import Runtime
 from corpora.prepared import read_prepared
 from flows import report, train_retrieval, translate_queries
 from mmt.systems import load_system
 from mmtr import cli
+from retrieval.significance import read_ranks
 from retrieval.zoo.registry import MODELS
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
@@ -123,6 +125,7 @@ def test_report_tables_every_run(
                 diversity=trained / "metrics" / "augment.json",
                 round_trips=trained / "metrics" / "synthesis",
                 translation=trained / "metrics" / "mmt",
+                significance=trained / "metrics" / "significance.json",
             )
         )
     finally:
@@ -130,7 +133,8 @@ def test_report_tables_every_run(
     markdown = (out / "results.md").read_text()
     assert "pivot_test" not in markdown
     assert markdown.startswith("# Retrieval results\n\n**Findings.** Retrieval (")
-    assert "one seed; not tested for significance." in markdown and "Translation (en→de): the MMT scores " in markdown
+    tested = "one seed; paired bootstrap of rsum over the test images, significant at p < 0.05."
+    assert tested in markdown and "Translation (en→de): the MMT scores " in markdown
     assert (
         "## Translation (test captions)" in markdown and "| en→de | MMT |" in markdown and "| de→en | MT |" in markdown
     )
@@ -149,6 +153,23 @@ def test_report_tables_every_run(
     assert "<th>MT (text-only)</th>" in page and "<th>de (human, same image)</th>" in page
     assert "<p><strong>Findings.</strong> Retrieval (" in page and "`" not in page  # Markdown rendered, not printed
     assert "<h2>Round trips that changed their source</h2>" in page and "<th>changed (%)</th>" in page
+    assert "<h2>In the paper's layout</h2>" in page
+    tests = read_json(trained / "metrics" / "significance.json")  # a variant against `-`; Table 5's comparison
+    assert set(tests["san-mmt_f-all/en"]) == {"san-none-all/en"}
+    search = tests["san-mmt_f-discard_human_targets/de"]["san-mmt_f-pivot_only/translate_search.de"]
+    assert search["samples"] == 1000 and 0 < search["rsum"]["p_value"] <= 1
+
+
+def test_runs_keep_their_query_ranks_and_the_report_tests_them(runs: dict[str, Path], trained: Path) -> None:
+    """Each run's ranks file holds every test set it was scored on, a row per seed, its queries those of the other
+    runs (translate-search's German queries too: they keep their ids)."""
+    metrics = trained / "metrics" / "retrieval"
+    ranked = read_ranks(metrics / "san-mmt_f-all.ranks.npz")
+    assert set(ranked) == {"en", "de", "translate_search.de"}
+    assert ranked["en"].i2t.shape == (1, 3) and ranked["en"].t2i.shape[0] == 1  # one seed, 3 test images
+    english = read_ranks(metrics / "san-mmt_f-pivot_only.ranks.npz")
+    assert set(english) == {"en", "translate_search.de"}
+    assert english["translate_search.de"].same_queries(ranked["de"])
 
 
 def test_search_cli_ranks_the_gallery_and_caches_it(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import InputError
+from common.files import write_json
 from common.metrics_files import write_metrics
 from mmtr.params import Params, load_params
 from mmtr.results_page import (
@@ -24,6 +25,7 @@ from mmtr.results_page import (
     stages_markdown,
     table_sections,
 )
+from retrieval.significance import STATISTICS
 
 REPO = Path(__file__).resolve().parents[3]
 STAMP = Stamp(commit="abc1234", modified=False, date="2026-11-27", command="mmtr results")
@@ -138,3 +140,18 @@ def test_an_empty_pipeline_has_no_chart() -> None:
     empty = PipelineMetrics(retrieval={}, translation={}, comparisons={}, diversity={}, round_trips={})
     with pytest.raises(InputError, match="no retrieval run was tested in the pivot language"):
         pivot_chart(empty, load_params(REPO / "params.yaml"))
+
+
+def test_the_reports_tests_mark_the_page_when_they_are_committed(params: Params, tmp_path: Path) -> None:
+    unmarked = results_page(read_pipeline_metrics(params, tmp_path), params, STAMP, None)
+    assert "not tested for significance" in unmarked and "Marks:" not in unmarked
+    tested = {name: {"delta": 1.0, "p_value": 0.01, "ci": 0.5} for name in STATISTICS}
+    runs = params.retrieval.run_names()  # san-none-all first, then the augmented variants
+    significance = {f"{runs[2]}/en": {f"{runs[0]}/en": {**tested, "samples": 1000}}}  # MMT(f) against `-`
+    write_json(tmp_path / "metrics" / "significance.json", significance)
+    page = results_page(read_pipeline_metrics(params, tmp_path), params, STAMP, None)
+    assert "| san | MMT(f) | all | 30.0† | 50.0† | 60.0† | 40.0† | 60.0† | 70.0† | 302.0† | 50.3 | +2.0 |" in page
+    assert "+2.0 over no augmentation (`-`, 300.0; p = 0.010, significant) and +1.0 over MT(f)" in page
+    assert "MT(f), the best MT variant (301.0; not tested); one seed; paired bootstrap" in page
+    assert "(`-`, 400.0) and +1.0 over MT(f), the best MT variant (401.0); one seed; not tested" in page  # de: none
+    assert "Marks: a difference significant at p < 0.05" in page

@@ -1,13 +1,16 @@
 """The headline: sentences made from the numbers, checked word for word on hand-made metrics (winners, ties, missing
-variants, one seed against several, the bootstrap's p on either side of 0.05)."""
+variants, one seed against several, the bootstrap's p on either side of 0.05, retrieval differences with and
+without their paired tests)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from report.headline import Score, finding, headline, retrieval_findings, translation_findings
+from report.significance import Significance
 from retrieval.results import combine_replicates
 from tests.unit.report.test_tables import COMPARISONS
 
@@ -155,3 +158,40 @@ def test_the_headline_is_one_bold_led_paragraph_or_nothing() -> None:
 def test_a_run_name_that_is_not_model_variant_role_is_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="is not a run name <model>-<variant>-<role>"):
         retrieval_findings({bad: {"en": _language(1.0)}}, LABELS, ORIGINS)
+
+
+def _p(**p_values: float) -> Callable[[str, str], float | None]:
+    """A paired test's p of rsum per pair of variants, given as ``<system>__<baseline>``; other pairs untested."""
+    return lambda system, baseline: p_values.get(f"{system}__{baseline}")
+
+
+def test_tested_differences_carry_their_p_and_verdict() -> None:
+    scores = _one(none=300.0, mt_f=290.0, mmt_f=310.5)
+    assert finding(scores, LABELS, ORIGINS, _p(mmt_f__none=0.0009, mmt_f__mt_f=0.2)) == (
+        "MMT(f) has the highest rsum, 310.5: +10.5 over no augmentation (`-`, 300.0; p < 0.001, significant) and "
+        "+20.5 over MT(f), the best MT variant (290.0; p = 0.200, not significant); one seed; paired bootstrap of "
+        "rsum over the test images, significant at p < 0.05."
+    )
+    losing = {"none": Score(300.0, 3.0, 3), "mmt_f": Score(299.0, 2.0, 3)}
+    assert finding(losing, LABELS, ORIGINS, _p(mmt_f__none=0.5)) == (
+        "no variant beats no augmentation (`-`, 300.0 ± 3.0); the best, MMT(f), is 1.0 below it (299.0 ± 2.0; the "
+        "difference is within the summed sds; p = 0.500, not significant); paired bootstrap of rsum over the test "
+        "images, significant at p < 0.05."
+    )
+    assert finding(scores, LABELS, ORIGINS, _p(mmt_f__none=0.01)).endswith(
+        "(290.0; not tested); one seed; paired bootstrap of rsum over the test images, significant at p < 0.05."
+    )
+
+
+def test_retrieval_findings_read_the_reports_tests() -> None:
+    results = {"san-none-all": {"en": _language(300.0)}, "san-mmt_f-all": {"en": _language(310.0)}}
+    rsum = {"rsum": {"p_value": 0.03}, "samples": 1000}
+    significance = Significance({"san-mmt_f-all/en": {"san-none-all/en": rsum}}, LABELS)
+    (sentence,) = retrieval_findings(results, LABELS, ORIGINS, "en", significance)
+    assert sentence == (
+        "Retrieval (san, role all, en): MMT(f) has the highest rsum, 310.0: +10.0 over no augmentation (`-`, 300.0; "
+        "p = 0.030, significant) and no MT variant was run; one seed; paired bootstrap of rsum over the test images, "
+        "significant at p < 0.05."
+    )
+    (untested,) = retrieval_findings(results, LABELS, ORIGINS, "en", Significance({}, LABELS))
+    assert untested.endswith(ONE_SEED)

@@ -88,3 +88,10 @@ def test_markdown_prints_as_html_not_as_literal_markup() -> None:
     assert "<p>Variants: <code>-</code> the human captions alone;" in page
     assert "<td><code>x</code></td>\n<td>&lt;i&gt;y&lt;/i&gt;</td>" in page
     assert "`" not in page and "**" not in page
+
+
+def test_the_page_shows_the_papers_layout_before_the_tables_per_language() -> None:
+    results = {"san-none-pivot_test": {"en": _metrics(1.0)}, "san-mmt_f-pivot_test": {"en": _metrics(2.0)}}
+    page = results_html(results, [], LABELS, (), ReportContext(pivot="en"))
+    assert page.index("<h2>In the paper's layout</h2>") < page.index("<h2>en</h2>")
+    assert "<h3>Table 1 layout: role pivot_test, en</h3>" in page and "<td>MMT(f) + SAN</td>" in page

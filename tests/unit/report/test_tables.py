@@ -1,5 +1,5 @@
 """The Markdown tables: run names, row order, the role column, fold headings and translate-search, replicates, the
-header, legend and chance lines, the translation and diversity tables."""
+header, legend and chance lines, the marks of the paired tests, the translation and diversity tables."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from report.significance import Significance
 from report.tables import (
     ReportContext,
     chance_line,
@@ -17,6 +18,7 @@ from report.tables import (
     translation_markdown,
 )
 from retrieval.results import combine_replicates
+from retrieval.significance import STATISTICS
 
 LABELS = {"none": "-", "mt_f": "MT(f)", "mmt_f": "MMT(f)"}
 
@@ -238,3 +240,21 @@ def test_context_puts_the_pivot_first_with_header_legend_and_chance() -> None:
     assert "Chance (text->image, 100 images): R@1 1.0, R@5 5.0, R@10 10.0." in lines
     assert chance_line(1000) == "Chance (text->image, 1000 images): R@1 0.1, R@5 0.5, R@10 1.0."
     assert chance_line(4).endswith("R@5 100.0, R@10 100.0.")  # never above 100
+
+
+def test_tested_runs_get_marks_in_their_language_tables_and_the_legend_explains_them() -> None:
+    results = {"san-none-all": {"en": _metrics(1.0)}, "san-mmt_f-all": {"en": _metrics(9.0)}}
+    test = {
+        name: {"delta": 8.0, "p_value": 0.01 if name in ("rsum", "i2t_r1") else 0.3, "ci": 1.0} for name in STATISTICS
+    }
+    tests = {"san-mmt_f-all/en": {"san-none-all/en": {**test, "samples": 1000}}}
+    context = ReportContext(pivot="en", significance=Significance(tests, LABELS))
+    lines = results_markdown(results, LABELS, context, before_tables=["## Before"]).splitlines()
+    assert "| san | MMT(f) | all | 9.0 | 50.0 | 60.0 | 9.0† | 50.0 | 60.0 | 238.0† | 39.7 | +16.0 |" in lines
+    assert "| san | - | all | 1.0 | 50.0 | 60.0 | 1.0 | 50.0 | 60.0 | 222.0 | 37.0 | - |" in lines
+    legend = next(index for index, line in enumerate(lines) if line.startswith("Variants: `-`"))
+    assert lines[legend + 2].startswith("Marks: a difference significant at p < 0.05 (two-sided paired bootstrap")
+    assert lines.index("## Before") < lines.index("## en")
+    untested = results_markdown(results, LABELS, ReportContext(pivot="en")).splitlines()
+    assert not any(line.startswith("Marks:") for line in untested)
+    assert "| san | MMT(f) | all | 9.0 | 50.0 | 60.0 | 9.0 | 50.0 | 60.0 | 238.0 | 39.7 | +16.0 |" in untested

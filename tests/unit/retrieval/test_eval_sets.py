@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -20,7 +21,8 @@ from retrieval.eval_sets import eval_set_names, score_eval_set, score_eval_sets,
 from retrieval.evaluation import folded_metrics, rank_metrics
 from retrieval.inference import EvaluationConfig
 from retrieval.results import rounded
-from tasks.retrieval import RetrievalInputs, evaluate_retrieval_model
+from retrieval.significance import ranks_path, read_ranks
+from tasks.retrieval import RetrievalInputs, evaluate_retrieval_model, write_run_ranks
 from tests.unit.retrieval.test_experiment import ALL, CONFIG, Data, _reference, _test_captions, _train, _write_data
 
 # Hand-made similarity matrices (images x captions, each image's captions consecutive), keyed by the caption ids.
@@ -194,3 +196,33 @@ def test_the_run_task_writes_the_sets_beside_the_unchanged_test_metrics(
     assert sets["eval_sets"]["late"]["en"] == _reference(loaded, store, _test_captions("en")[8:])
     assert sets["en"] == _reference(loaded, store, _test_captions("en")[:8])  # the test split: s0..s3
     assert sets["protocol"] == "full" and sets["eval_sets"]["late"]["protocol"] == "full"
+
+
+def test_the_run_task_keeps_each_seeds_ranks_and_the_run_stacks_them(
+    trained: tuple[Data, LoadedModel, Path], tmp_path: Path
+) -> None:
+    """Beside each replicate's metrics its per-query ranks; the run's ranks file holds them a row per seed."""
+    data, _, model_dir = trained
+    inputs = RetrievalInputs(str(data.captions), str(data.store), str(tmp_path / "vectors"), str(tmp_path / "q"))
+    seed_files = []
+    for seed in (0, 1):
+        metrics_path = tmp_path / f"seed-{seed}" / "test-metrics.json"
+        evaluate_retrieval_model.fn(
+            CONFIG,
+            ALL,
+            inputs,
+            run="san-all",
+            seed=seed,
+            model_dir=str(model_dir),
+            metrics_path=str(metrics_path),
+            languages=("en", "de", "fr"),
+            pivot="en",
+            runtime=CPU,
+        )
+        seed_files.append(str(ranks_path(metrics_path)))
+    write_run_ranks.fn(seed_files, str(tmp_path / "san-all.ranks.npz"))
+    ranks = read_ranks(tmp_path / "san-all.ranks.npz")
+    assert list(ranks) == ["en", "de"]
+    assert ranks["en"].i2t.shape == (2, 8) and ranks["en"].t2i.shape == (2, 16)  # 8 test images, 2 captions each
+    assert np.array_equal(ranks["en"].t2i[0], ranks["en"].t2i[1])  # the same model twice
+    assert np.array_equal(ranks["de"].i2t[0], read_ranks(seed_files[0])["de"].i2t[0])

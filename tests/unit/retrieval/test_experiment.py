@@ -34,6 +34,7 @@ from retrieval.inference import EvaluationConfig, evaluate
 from retrieval.losses import RankingLoss
 from retrieval.results import rounded
 from retrieval.roles import ResolvedRole
+from retrieval.significance import STATISTICS, QueryRanks, recalls
 from retrieval.train import TrainConfig
 from retrieval.vocab import VocabConfig
 from retrieval.zoo.mule import MULEConfig
@@ -712,3 +713,26 @@ def test_run_names_are_every_model_variant_and_role_in_the_settings_order() -> N
         "scan-mmt_f-all",
         "scan-mmt_f-pivot_only",
     ]
+
+
+def test_test_model_and_translate_search_give_the_ranks_their_metrics_come_from(
+    loaded: LoadedModel, data: Data
+) -> None:
+    """Each test set's per-query ranks, under its metrics key, give back its recalls (the fold means too); the
+    translated queries keep the ids of the queries they translate."""
+    store, rows = FeatureStore.open(data.store), _test_rows(data)
+    ranks: dict[str, QueryRanks] = {}
+    evaluation = EvaluationConfig(protocol="both", fold_images=4)
+    metrics = score_test_split(loaded, rows, store, evaluation, ("en", "de"), source="t", runtime=CPU, ranks=ranks)
+    translate_search(
+        loaded, rows, "de", "en", store, lambda texts: texts, evaluation, source="t", runtime=CPU, ranks=ranks
+    )
+    assert list(ranks) == ["en", "en-folds", "de", "de-folds", "translate_search.de"]
+    for key in ("en", "en-folds", "de-folds"):
+        values = dict(zip(STATISTICS, recalls(ranks[key]), strict=True))
+        for direction in ("i2t", "t2i"):
+            for k in (1, 5, 10):
+                assert values[f"{direction}_r{k}"] == pytest.approx(metrics[key][direction][f"r{k}"], abs=1e-4), key
+    assert ranks["en"].caption_ids.tolist() == [caption.caption_id for caption in _test_captions("en")]
+    assert ranks["en"].image_ids.tolist() == list(SPLIT_IDS["test"]) and ranks["en"].seeds == 1
+    assert ranks["translate_search.de"].same_queries(ranks["de"])
