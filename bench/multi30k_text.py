@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))  # run as a script: the repository's packages, as 
 
 import yaml  # noqa: E402
 
-from common.files import read_json, write_text  # noqa: E402
+from common.files import read_json, write_json, write_text  # noqa: E402
 from mmtr.doc_sections import add_section_arguments, publish_section  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "multi30k_text.json"
@@ -175,6 +175,7 @@ def evaluate_stopped(src: str, tgt: str, work: Path, threads: int) -> dict[str, 
     from corpora.prepared import read_parallel_tables, read_prepared
     from mmt.evaluation import evaluate_system
     from mmt.pairs import direction_data
+    from mmt.systems import SYSTEM_FILE
     from mmtr.params import load_params
 
     use_cpu_threads(threads)
@@ -186,6 +187,8 @@ def evaluate_stopped(src: str, tgt: str, work: Path, threads: int) -> dict[str, 
     )
     data = direction_data(corpus, pivot=params.languages.pivot, target=params.mmt.targets[0], src=src, tgt=tgt)
     folder = work / "models" / f"mt-{src}-{tgt}"
+    if not (folder / SYSTEM_FILE).exists():  # the stage records the backend once the fit ends; this one was stopped
+        write_json(folder / SYSTEM_FILE, {"backend": params.mmt.mt_system, "src": src, "tgt": tgt})
     started = time.perf_counter()
     runtime = Runtime.resolve(params.device, params.precision)
     evaluation = evaluate_system(

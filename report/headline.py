@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.bootstrap import ALPHA
+from report.runs import split_run
 from report.significance import Significance, ref
-from report.tables import arrow, direction_order, language_heading, languages_of, p_value, signed, split_run
+from report.tables import arrow, direction_order, language_heading, languages_of, p_value, signed
 
 BASELINE = "none"  # the variant every other is measured against: the human captions alone
 SYSTEMS = {"mt": "MT", "mmt": "MMT"}  # a variant's origin -> how the sentences name its system

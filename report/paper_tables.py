@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from report.tables import KS, Marks, ReportContext, language_heading, language_rows, languages_of, split_run
+from report.runs import split_run
+from report.tables import KS, Marks, ReportContext, language_heading, language_rows, languages_of
 
 DIRECTIONS = (("t2i", "text→image"), ("i2t", "image→text"))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from common.bootstrap import ALPHA, SAMPLES
 from common.errors import InputError
-from report.tables import split_run
+from report.runs import split_run
 from retrieval.significance import QueryRanks, paired_test
 
 BASELINE = "none"  # the variant every other is marked against: the human captions alone

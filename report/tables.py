@@ -12,23 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from common.bootstrap import ALPHA
-
-if TYPE_CHECKING:  # report.significance names runs with split_run, from here
-    from report.significance import Significance
+from report.runs import split_run
+from report.significance import Significance
 
 KS = (1, 5, 10)
-
-
-def split_run(name: str) -> tuple[str, str, str]:
-    """``san-mmt_f-all`` -> (``san``, ``mmt_f``, ``all``): model, variant and role names have no hyphen."""
-    parts = name.split("-")
-    if len(parts) != 3:
-        raise ValueError(f"{name!r} is not a run name <model>-<variant>-<role>")
-    model, variant, role = parts
-    return model, variant, role
 
 
 def run_order(variant_labels: Mapping[str, str]) -> Callable[[str], tuple[str, int, str]]:

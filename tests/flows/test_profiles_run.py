@@ -22,7 +22,7 @@ from mmt.augment import VARIANTS
 from mmtr.dvc_yaml import update_dvc_yaml
 from mmtr.params import parse_params
 from mmtr.profiles import experiment_names, load_profile, merge
-from report.tables import split_run
+from report.runs import split_run
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
 
 pytestmark = pytest.mark.flow
