@@ -143,15 +143,7 @@ def run_direction(
     ]
     translations = (folder / f"test-hypotheses.{tgt}.txt").read_text(encoding="utf-8").splitlines()
     return {
-        "direction": f"{src}-{tgt}",
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()})",
-        "threads": threads,
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "settings": {"mmt": _recipe(params_file)},
-        "test": {
-            key: metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in metrics
-        },
+        **_run_facts(src, tgt, threads, load_start, params_file, metrics),
         "curve": curve,
         "validations": [line for _, line in times.lines],
         "seconds": {
@@ -212,6 +204,21 @@ def evaluate_stopped(src: str, tgt: str, work: Path, threads: int) -> dict[str, 
     metrics = evaluation.metrics
     best = max(curve, key=lambda row: row["score"])
     return {
+        **_run_facts(src, tgt, threads, load_start, params_file, metrics),
+        "curve": curve,
+        "stopped": {"after_epoch": curve[-1]["epoch"], "best_epoch": best["epoch"]},
+        "validations": [line.split("\t", 1)[1] for line in lines],
+        "seconds": {"train_and_test": round(curve[-1]["seconds"] + evaluated, 1), "test": round(evaluated, 1)},
+        "sample_translations": evaluation.hypotheses[:5],
+        "published": PUBLISHED,
+    }
+
+
+def _run_facts(
+    src: str, tgt: str, threads: int, load_start: tuple[float, float, float], params_file: Path, metrics: dict[str, Any]
+) -> dict[str, Any]:
+    """What every record of a direction holds: where and how it ran, the recipe, the test scores."""
+    return {
         "direction": f"{src}-{tgt}",
         "date": datetime.date.today().isoformat(),
         "machine": f"{os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()})",
@@ -221,12 +228,6 @@ def evaluate_stopped(src: str, tgt: str, work: Path, threads: int) -> dict[str, 
         "test": {
             key: metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in metrics
         },
-        "curve": curve,
-        "stopped": {"after_epoch": curve[-1]["epoch"], "best_epoch": best["epoch"]},
-        "validations": [line.split("\t", 1)[1] for line in lines],
-        "seconds": {"train_and_test": round(curve[-1]["seconds"] + evaluated, 1), "test": round(evaluated, 1)},
-        "sample_translations": evaluation.hypotheses[:5],
-        "published": PUBLISHED,
     }
 
 
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         work = args.work or Path(tempfile.mkdtemp(prefix=f"multi30k-text-{args.direction}-"))
         run = run_direction(args.data.resolve(), src, tgt, work.resolve(), args.threads, args.max_steps)
-    record = read_json(args.out) if args.out.exists() else {"published": PUBLISHED, "directions": {}}
+    record: dict[str, Any] = read_json(args.out) if args.out.exists() else {"published": PUBLISHED, "directions": {}}
     record["directions"][args.direction] = run
     write_text(args.out, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(run["test"]))
