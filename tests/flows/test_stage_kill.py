@@ -174,6 +174,7 @@ def test_a_stage_whose_write_is_one_swap_leaves_it_absent_or_complete(
             diversity=trained / "metrics" / "augment.json",
             round_trips=trained / "metrics" / "synthesis",
             translation=trained / "metrics" / "mmt",
+            significance=tmp_path / "significance.json",
         )
     if stage == "report" and not (trained / "metrics" / "retrieval").is_dir():  # run alone: one run to report
         from tests.flows.test_retrieval_flows import run_stage

@@ -145,7 +145,7 @@ def test_bad_aliases_name_their_key_path(aliases: dict[str, Any], message: str) 
 
 
 def test_an_unknown_model_lists_the_aliases_too() -> None:
-    with pytest.raises(SettingError, match=r"^models\[0\]: unknown name 'nodiv'; known: san, .*, multihead, twin$"):
+    with pytest.raises(SettingError, match=r"^models\[0\]: unknown name 'nodiv'; known: san, .*, scan_fusion, twin$"):
         RetrievalConfig(models=("nodiv",), aliases={"twin": {"model": "san"}})
 
 
