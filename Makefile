@@ -8,7 +8,8 @@ export HF_HUB_OFFLINE := 1
 # pytest-xdist: one worker per core, at most 4 (each starts its own Prefect test server and tiny-dataset fixtures);
 # tests/conftest.py gives each worker's torch its share of the cores. worksteal: an idle worker takes queued tests
 # from a busy one, so the end-to-end tests (up to 2 minutes each) do not leave one worker waiting on the other.
-PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal
+# --durations=25: every run ends with its 25 slowest tests, so a CI log shows where the suite's time goes.
+PYTEST := python -m pytest -n auto --maxprocesses=4 --dist worksteal --durations=25
 
 .PHONY: install demo grid ui plots test test-fast lint docs clean-venv
 
