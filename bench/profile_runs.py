@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from common.files import read_json, write_text
 from mmtr.doc_sections import add_section_arguments, publish_section
 
@@ -55,17 +57,23 @@ def run_profile(workspace: Path, name: str) -> dict[str, Any]:
         "seconds": round(seconds, 1),
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "findings": findings.group(1) if findings else "",
-        "runs": run_metrics(workspace / "data" / "metrics" / "retrieval"),
+        "runs": run_metrics(workspace / "data" / "metrics" / "retrieval", profile_runs(workspace / "dvc.yaml")),
         "tests": key_tests(workspace / "data" / "metrics" / "significance.json"),
     }
 
 
-def run_metrics(folder: Path) -> dict[str, dict[str, Any]]:
-    """Each run's rsum per test set: mean, and with several seeds their sample standard deviation and count."""
+def profile_runs(dvc_yaml: Path) -> list[str]:
+    """The retrieval runs of the profile just run: the `train_retrieval` stages of the workspace's dvc.yaml (the
+    metrics folder also holds the files of runs made before it)."""
+    stages = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8"))["stages"]
+    return sorted(stages.get("train_retrieval", {}).get("foreach", {}))
+
+
+def run_metrics(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each named run's rsum per test set: mean, and with several seeds their sample standard deviation and count."""
     runs: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("*.json")):
-        if path.name.endswith(".notes.json"):
-            continue
+    for name in names:
+        path = folder / f"{name}.json"
         metrics = read_json(path)
         spreads = metrics.get("std", {})
         entry: dict[str, Any] = {}

@@ -20,16 +20,22 @@ def _scores(rsum: float) -> dict[str, object]:
     return {"i2t": recall, "t2i": recall, "rsum": rsum, "mr": rsum / 6}
 
 
-def test_run_metrics_reads_each_runs_rsum_spread_and_seeds(tmp_path: Path) -> None:
+def test_run_metrics_reads_the_profiles_runs_rsum_spread_and_seeds(tmp_path: Path) -> None:
     folder = tmp_path / "retrieval"
     _write(
         folder / "san-mmt_f-pivot_test.json",
         {"en": _scores(300.5), "std": {"en": {"rsum": 4.25}}, "seeds": [1, 2, 3]},
     )
     _write(folder / "san-none-pivot_test.json", {"en": _scores(280.0), "de": _scores(200.0)})
-    _write(folder / "san-none-pivot_test.notes.json", {"en": _scores(1.0)})  # notes are not a run
+    _write(folder / "san-none-all.json", {"en": _scores(250.0)})  # a run made before the profile's
+    dvc_yaml = tmp_path / "dvc.yaml"
+    stages = {"train_retrieval": {"foreach": {"san-none-pivot_test": {}, "san-mmt_f-pivot_test": {}}}, "report": {}}
+    dvc_yaml.write_text(json.dumps({"stages": stages}), encoding="utf-8")  # JSON is YAML
 
-    runs = profile_runs.run_metrics(folder)
+    names = profile_runs.profile_runs(dvc_yaml)
+    runs = profile_runs.run_metrics(folder, names)
+
+    assert names == ["san-mmt_f-pivot_test", "san-none-pivot_test"]
 
     assert runs == {
         "san-mmt_f-pivot_test": {"sets": {"en": {"rsum": 300.5, "std": 4.25}}, "seeds": 3},
