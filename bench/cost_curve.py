@@ -216,6 +216,7 @@ def project_params(
     }
     tree["corpus_roles"] = {"mmt_finetune": "multi30k", "target": "multi30k"}
     tree["prepare"]["multi30k"]["splits"]["test"] = {"task1": STEMS["test"][0], "task2": STEMS["test"][1]}
+    tree["prepare"]["text"]["control_characters"] = "remove"  # the WMT sample holds C1 controls
     tree["features"].update(extractor="scan-npy", probe=False)
     tree["features"]["regions"].update(mode="fixed", count=REGIONS)
     # the text-only route (README, "Real text"): each step of the regional MMT runs its Bi-LSTM over the sentence

@@ -75,6 +75,7 @@ def write_run_params(work: Path, multi30k: Path, parallel: Path, max_steps: int 
         source=str(multi30k), images=str(work / "no-images"), boxes=str(work / "no-images")
     )
     tree["paths"]["parallel"] = str(parallel)
+    tree["prepare"]["text"]["control_characters"] = "remove"  # the WMT sample holds C1 controls
     if max_steps is not None:  # a quick check of the whole path, not a measurement
         for phase in ("pretrain", "finetune"):
             tree["mmt"][phase]["max_steps"] = max_steps

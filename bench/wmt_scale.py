@@ -129,10 +129,13 @@ def build(work: Path, shared: Path, pairs: int) -> dict[str, Any]:
 def prepare(work: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
+    from common.text_input import TextCleaner
     from corpora.wmt import ParallelConfig, write_parallel_pair
 
     out = work / "prepared" / "en-de.parquet"
-    counts = write_parallel_pair(work / "parallel", pair=("en", "de"), splits=ParallelConfig().splits, out=out)
+    clean = TextCleaner("remove")  # the WMT sample holds C1 controls
+    splits = ParallelConfig().splits
+    counts = write_parallel_pair(work / "parallel", pair=("en", "de"), splits=splits, out=out, text=clean)
     return {
         "train_pairs": counts["train"],
         "val_pairs": counts.get("val", 0),

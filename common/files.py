@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import InputError
+from common.text_input import shown
 
 
 def _current_umask() -> int:
@@ -240,13 +241,13 @@ def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> li
     """
     source = Path(path)
     if not source.is_file():
-        raise InputError(f"{source}: file not found")
+        raise InputError(f"{shown(str(source))}: file not found")
     raw = source.read_bytes()
     if source.suffix == ".gz":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:
-            raise InputError(f"{source}: not a valid gzip file ({error})") from None
+            raise InputError(f"{shown(str(source))}: not a valid gzip file ({error})") from None
     raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is no part of the first line
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
@@ -257,10 +258,10 @@ def read_lines(path: str | os.PathLike[str], *, allow_empty: bool = False) -> li
             text = line.decode("utf-8").removesuffix("\r")
         except UnicodeDecodeError as error:
             raise InputError(
-                f"{source}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
+                f"{shown(str(source))}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
             ) from None
         if not allow_empty and not text.strip():
-            raise InputError(f"{source}:{number}: empty line (every line must hold one sentence)")
+            raise InputError(f"{shown(str(source))}:{number}: empty line (every line must hold one sentence)")
         decoded.append(text)
     return decoded
 
@@ -274,7 +275,7 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
     """
     source = Path(path)
     if not source.is_file():
-        raise InputError(f"{source}: file not found")
+        raise InputError(f"{shown(str(source))}: file not found")
     opened = gzip.open(source, "rb") if source.suffix == ".gz" else open(source, "rb")  # noqa: SIM115
     with opened as stream:
         number = 0
@@ -283,7 +284,7 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
                 number += 1
                 yield _decoded_line(source, number, line)
         except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError; a cut stream an EOFError
-            raise InputError(f"{source}: not a valid gzip file ({error})") from None
+            raise InputError(f"{shown(str(source))}: not a valid gzip file ({error})") from None
 
 
 def _decoded_line(source: Path, number: int, line: bytes) -> str:
@@ -294,10 +295,10 @@ def _decoded_line(source: Path, number: int, line: bytes) -> str:
         text = line.decode("utf-8").removesuffix("\r")
     except UnicodeDecodeError as error:
         raise InputError(
-            f"{source}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
+            f"{shown(str(source))}:{number}: invalid UTF-8 at byte {error.start} of the line ({line[:60]!r})"
         ) from None
     if not text.strip():
-        raise InputError(f"{source}:{number}: empty line (every line must hold one sentence)")
+        raise InputError(f"{shown(str(source))}:{number}: empty line (every line must hold one sentence)")
     return text
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.text_input import TextCleaner
 from corpora.hf_captions import HfConfig, read_hf
 from corpora.karpathy import KarpathyConfig, read_karpathy
 from corpora.languages import Languages
@@ -19,8 +20,9 @@ from corpora.multi30k import Multi30kConfig, discover_languages, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
 
-# reader(config, source, image_root, languages, dataset): image_root None leaves image sizes null
-Reader = Callable[[Any, Path, Path | None, Languages, str], Corpus]
+# reader(config, source, image_root, languages, dataset, text): image_root None leaves image sizes null; text cleans
+# (and counts what it removed from) every caption
+Reader = Callable[[Any, Path, Path | None, Languages, str, TextCleaner], Corpus]
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,12 @@ class Adapter:
 
 
 def _read_multi30k(
-    config: Multi30kConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: Multi30kConfig,
+    source: Path,
+    images: Path | None,
+    languages: Languages,
+    dataset: str,
+    text: TextCleaner,
 ) -> Corpus:
     # every language the source holds, the pivot first: naming another target in params.yaml must not rerun prepare
     found = discover_languages(source, splits=config.splits, tasks=config.tasks, tokenized=config.tokenized)
@@ -44,11 +51,17 @@ def _read_multi30k(
         tasks=config.tasks,
         tokenized=config.tokenized,
         eval_sets=config.eval_sets,
+        text=text,
     )
 
 
 def _read_karpathy(
-    config: KarpathyConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: KarpathyConfig,
+    source: Path,
+    images: Path | None,
+    languages: Languages,
+    dataset: str,
+    text: TextCleaner,
 ) -> Corpus:
     return read_karpathy(
         source,
@@ -57,11 +70,17 @@ def _read_karpathy(
         lang=languages.pivot,
         captions_per_image=config.captions_per_image,
         restval=config.restval,
+        text=text,
     )
 
 
 def _read_scan(
-    config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: ScanCaptionsConfig,
+    source: Path,
+    images: Path | None,
+    languages: Languages,
+    dataset: str,
+    text: TextCleaner,
 ) -> Corpus:
     return read_scan_captions(
         source,
@@ -69,11 +88,14 @@ def _read_scan(
         dataset=dataset,
         lang=languages.pivot,
         captions_per_image=config.captions_per_image,
+        text=text,
     )
 
 
-def _read_hf(config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str) -> Corpus:
-    return read_hf(str(source), config, image_root=images, dataset=dataset)
+def _read_hf(
+    config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str, text: TextCleaner
+) -> Corpus:
+    return read_hf(str(source), config, image_root=images, dataset=dataset, text=text)
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -85,9 +107,17 @@ ADAPTERS: dict[str, Adapter] = {
 
 
 def read_corpus(
-    format: str, config: object, source: Path, *, image_root: Path | None, languages: Languages, dataset: str
+    format: str,
+    config: object,
+    source: Path,
+    *,
+    image_root: Path | None,
+    languages: Languages,
+    dataset: str,
+    text: TextCleaner | None = None,
 ) -> Corpus:
-    """Images and human captions of the dataset at ``source``, read by the adapter ``format``.
+    """Images and human captions of the dataset at ``source``, read by the adapter ``format``, every caption cleaned
+    by ``text`` (default: NFC, control characters refused).
 
     Raises:
         ValueError: an unknown format (the known ones are listed).
@@ -98,4 +128,4 @@ def read_corpus(
     adapter = ADAPTERS[format]
     if not isinstance(config, adapter.config_type):
         raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")
-    return adapter.read(config, source, image_root, languages, dataset)
+    return adapter.read(config, source, image_root, languages, dataset, text or TextCleaner())

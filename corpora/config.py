@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from common.checks import check
+from common.text_input import TextConfig
 from corpora.adapters import ADAPTERS
 from corpora.hf_captions import HfConfig
 from corpora.karpathy import KarpathyConfig
@@ -28,6 +29,7 @@ class PrepareConfig:
         scan: Settings of the scan adapter.
         hf: Settings of the hf adapter (Hugging Face datasets).
         parallel: The text-only parallel corpus (MT pre-training).
+        text: How captions and parallel sentences are cleaned (control characters refused or removed).
     """
 
     read_image_sizes: bool = True
@@ -36,6 +38,7 @@ class PrepareConfig:
     scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)
     hf: HfConfig = field(default_factory=HfConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    text: TextConfig = field(default_factory=TextConfig)
 
     def adapter_config(self, format: str) -> object:
         """The settings of the adapter ``format`` (a name of :data:`~corpora.adapters.ADAPTERS`)."""

@@ -39,6 +39,7 @@ from PIL import Image
 from common.checks import SettingError, check
 from common.errors import InputError
 from common.files import atomic_dir
+from common.text_input import TextCleaner
 from corpora.hf_source import load_splits
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
@@ -134,19 +135,22 @@ class _EmbeddedImages:
         (self.tmp / name).write_bytes(data)
 
 
-def read_hf(source: str, config: HfConfig, *, image_root: Path | None, dataset: str) -> Corpus:
-    """Read the dataset at ``source`` (a folder, or an id in ``config.cache_dir``) into a validated corpus.
+def read_hf(
+    source: str, config: HfConfig, *, image_root: Path | None, dataset: str, text: TextCleaner | None = None
+) -> Corpus:
+    """Read the dataset at ``source`` (a folder, or an id in ``config.cache_dir``) into a validated corpus, every
+    caption cleaned by ``text`` (default: NFC, control characters refused).
 
     Raises:
         InputError: the dataset cannot be read, a named column is missing or of the wrong type, a row has an empty
-            caption, an unknown language or kind, an image id in two splits or with two different images, or the
-            image folder cannot be written or read.
+            caption or one with a control character, an unknown language or kind, an image id in two splits or with
+            two different images, or the image folder cannot be written or read.
     """
     cache_dir = Path(config.cache_dir) if config.cache_dir else None
     where = f"{source} (in {cache_dir})" if cache_dir else source
     loaded = load_splits(source, cache_dir=cache_dir)
     images: dict[str, _Image] = {}
-    captions = _Captions()
+    captions = _Captions(text or TextCleaner())
     with contextlib.ExitStack() as stack:
         sink = _EmbeddedImages(image_root, None if cache_dir else source, stack)
         for split in SPLITS:
@@ -186,12 +190,14 @@ def _column(rows: pa.Table, name: str, where: str) -> pa.ChunkedArray:
 class _Captions:
     """Human captions in row order; comparable ones numbered per image and language, one translation per both."""
 
-    def __init__(self) -> None:
+    def __init__(self, clean: TextCleaner) -> None:
+        self.clean = clean
         self.rows = HumanCaptions()
         self.numbers: dict[tuple[str, str], int] = {}
         self.translated: set[tuple[str, str]] = set()
 
     def add(self, image_id: str, split: str, lang: str, kind: str, text: str, where: str) -> None:
+        text = self.clean(text, where)
         if kind == "translation":
             if (image_id, lang) in self.translated:
                 raise InputError(f"{where}: a second {lang} translation caption of image {image_id!r}")
@@ -250,7 +256,7 @@ def _read_rows(
                 if _add_image(images, image_id, name, split, hashlib.sha256(data).hexdigest(), at):
                     sink.write(name, data)
             for text in _texts(caption, columns.caption, at):
-                captions.add(image_id, split, lang, kind, text, at)
+                captions.add(image_id, split, lang, kind, text, f"{at}: column {columns.caption!r}")
 
 
 def _optional(rows: pa.Table, name: str | None, where: str) -> list[Any] | None:

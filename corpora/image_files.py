@@ -15,6 +15,7 @@ import pyarrow as pa
 from PIL import Image
 
 from common.errors import InputError
+from common.text_input import shown
 from corpora.tables import images_table
 
 MAX_SHOWN = 5  # how many offending images an error message lists
@@ -48,8 +49,8 @@ def check_unique(listed: Sequence[ListedImage]) -> None:
         first = seen.setdefault(image.image_id, image)
         if first is not image:
             raise InputError(
-                f"duplicate image {image.image_id!r}: {first.path!r} is listed at {first.where} "
-                f"and {image.path!r} again at {image.where}"
+                f"duplicate image {image.image_id!r}: {first.path!r} is listed at {shown(first.where)} "
+                f"and {image.path!r} again at {shown(image.where)}"
             )
 
 
@@ -59,8 +60,10 @@ def check_present(listed: Sequence[ListedImage], image_root: Path) -> None:
         raise InputError(f"{image_root}: image folder not found")
     missing = [image for image in listed if not (image_root / image.path).is_file()]
     if missing:
-        shown = "; ".join(f"{image.path} (listed at {image.where})" for image in missing[:MAX_SHOWN])
-        raise InputError(f"{image_root}: {len(missing)} of {len(listed)} listed images are missing, first: {shown}")
+        first = "; ".join(f"{shown(image.path)} (listed at {shown(image.where)})" for image in missing[:MAX_SHOWN])
+        raise InputError(
+            f"{shown(str(image_root))}: {len(missing)} of {len(listed)} listed images are missing, first: {first}"
+        )
 
 
 def read_size(path: Path) -> tuple[int, int]:
@@ -69,7 +72,7 @@ def read_size(path: Path) -> tuple[int, int]:
         with Image.open(path) as image:
             return image.size
     except OSError as error:  # UnidentifiedImageError is an OSError
-        raise InputError(f"{path}: not a readable image ({error})") from None
+        raise InputError(f"{shown(str(path))}: not a readable image ({error})") from None
 
 
 def build_images_table(listed: Sequence[ListedImage], *, image_root: Path | None, dataset: str) -> pa.Table:

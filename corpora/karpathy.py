@@ -26,6 +26,7 @@ from typing import Any, Literal
 from common.checks import check_range
 from common.errors import InputError
 from common.files import read_json
+from common.text_input import TextCleaner, shown
 from corpora.human_captions import comparable_corpus
 from corpora.image_files import ListedImage
 from corpora.languages import check_language
@@ -58,6 +59,7 @@ def read_karpathy(
     lang: str = "en",
     captions_per_image: int | None = 5,
     restval: Literal["train", "drop"] = "train",
+    text: TextCleaner | None = None,
 ) -> Corpus:
     """Read a Karpathy split file into a validated images + captions corpus.
 
@@ -69,16 +71,18 @@ def read_karpathy(
         captions_per_image: Keep the first N captions of each image (an image with fewer is an error);
             None keeps all of them.
         restval: "train" adds the restval images to train (the usual COCO setup); "drop" leaves them out.
+        text: Cleans every caption (default: NFC, control characters refused).
 
     Raises:
-        InputError: invalid JSON, a missing field, an unknown split, too few or empty captions, a duplicate
-            or missing image, or an unreadable image file.
+        InputError: invalid JSON, a missing field, an unknown split, too few or empty captions, a caption with a
+            control character or a lone surrogate, a duplicate or missing image, or an unreadable image file.
     """
     check_language(lang, where=f"{json_path}: lang")
     if captions_per_image is not None and captions_per_image < 1:
         raise InputError(f"captions_per_image must be at least 1 or None, got {captions_per_image}")
     if restval not in ("train", "drop"):
         raise InputError(f"restval must be 'train' or 'drop', got {restval!r}")
+    clean = text or TextCleaner()
     listed: list[ListedImage] = []
     texts: list[list[str]] = []
     for index, entry in enumerate(_load_entries(json_path)):
@@ -86,7 +90,7 @@ def read_karpathy(
         split = _canonical_split(_field(entry, "split", str, where), restval, where)
         if split is not None:
             listed.append(_listed_image(entry, split, where))
-            texts.append(_captions(entry, captions_per_image, where))
+            texts.append(_captions(entry, captions_per_image, where, clean))
     return comparable_corpus(listed, texts, image_root=image_root, dataset=dataset, lang=lang)
 
 
@@ -123,20 +127,21 @@ def _listed_image(entry: dict[str, Any], split: str, where: str) -> ListedImage:
     filename = _field(entry, "filename", str, where)
     path = f"{_field(entry, 'filepath', str, where)}/{filename}" if "filepath" in entry else filename
     image_id = str(_field(entry, "cocoid", int, where)) if "cocoid" in entry else Path(filename).stem
-    return ListedImage(image_id=image_id, path=path, split=split, where=f"{where} ({filename})")
+    return ListedImage(image_id=image_id, path=path, split=split, where=f"{where} ({shown(filename)})")
 
 
-def _captions(entry: dict[str, Any], captions_per_image: int | None, where: str) -> list[str]:
+def _captions(entry: dict[str, Any], captions_per_image: int | None, where: str, clean: TextCleaner) -> list[str]:
     sentences = _field(entry, "sentences", list, where)
     wanted = len(sentences) if captions_per_image is None else captions_per_image
     if len(sentences) < max(wanted, 1):
         raise InputError(
-            f"{where} ({entry.get('filename')}): {len(sentences)} captions, expected at least {max(wanted, 1)}"
+            f"{where} ({shown(str(entry.get('filename')))}): {len(sentences)} captions, expected at least "
+            f"{max(wanted, 1)}"
         )
     texts = []
     for number, sentence in enumerate(sentences[:wanted]):
         raw = sentence.get("raw") if isinstance(sentence, dict) else None
         if not isinstance(raw, str) or not raw.strip():
             raise InputError(f"{where}: sentences[{number}] has no 'raw' text (got {raw!r})")
-        texts.append(raw.strip())
+        texts.append(clean(raw.strip(), f"{where}: sentences[{number}].raw"))
     return texts

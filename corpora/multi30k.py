@@ -52,6 +52,7 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from common.checks import SettingError, check_not_empty
 from common.errors import InputError
 from common.files import parse_json, read_lines
+from common.text_input import TextCleaner
 from corpora.human_captions import HumanCaptions
 from corpora.image_files import ListedImage, build_images_table
 from corpora.languages import ISO_639_1, check_language
@@ -178,6 +179,7 @@ def read_multi30k(
     tasks: Sequence[str] = TASKS,
     tokenized: bool = False,
     eval_sets: Mapping[str, Multi30kEvalSet] | None = None,
+    text: TextCleaner | None = None,
 ) -> Corpus:
     """Read Multi30K-layout captions into a validated images + captions corpus.
 
@@ -191,9 +193,11 @@ def read_multi30k(
         tokenized: Read the ``tok/`` files instead of ``raw/``.
         eval_sets: Extra evaluation sets by name (split ``eval:<name>``); each needs caption files of at least
             one of ``languages``, the others are left out of it.
+        text: Cleans every caption and contrastive sentence (default: NFC, control characters refused).
 
     Raises:
-        InputError: a bad argument, a missing or inconsistent file, a line-count mismatch, differing task1
+        InputError: a bad argument, a missing or inconsistent file, a line-count mismatch, a caption with a control
+            character, differing task1
             and task2 image lists, a duplicate or missing image, an unreadable image file, or an evaluation set
             without caption files.
     """
@@ -206,13 +210,15 @@ def read_multi30k(
     extra = {name: _read_eval_set(layout, name, spec, languages, tasks) for name, spec in (eval_sets or {}).items()}
     listed = [image for files in [*split_files.values(), *extra.values()] for image in files.images]
     images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    clean = text or TextCleaner()
     captions = HumanCaptions()
     for split in order:
-        _add_split_captions(captions, split, split_files[split])
+        _add_split_captions(captions, split, split_files[split], clean)
     for name, files in extra.items():
-        _add_split_captions(captions, eval_split(name), files)
-    image_dependent = _read_image_dependent(layout, splits, split_files, images)
-    contrastive = _read_contrastive(layout, splits, split_files, languages, images)
+        _add_split_captions(captions, eval_split(name), files, clean)
+    # the task1 captions again, cleaned alike but not counted twice
+    image_dependent = _read_image_dependent(layout, splits, split_files, images, TextCleaner(clean.control_characters))
+    contrastive = _read_contrastive(layout, splits, split_files, languages, images, clean)
     return Corpus(images, captions.table(images), image_dependent=image_dependent, contrastive=contrastive)
 
 
@@ -382,20 +388,22 @@ def _check_same_counts(found: Mapping[str, list[Path]], prefixes: Mapping[str, P
         raise InputError(f"language {lang!r}: the number of task2 caption files differs between splits ({shown})")
 
 
-def _read_captions(path: Path, list_path: Path, count: int) -> list[str]:
+def _read_captions(path: Path, list_path: Path, count: int, clean: TextCleaner) -> list[str]:
     lines = read_lines(path)
     if len(lines) != count:
         raise InputError(
             f"caption file {path} has {len(lines)} lines, but its image list {list_path} has {count} lines"
         )
-    return [line.strip() for line in lines]
+    return [clean(line.strip(), f"{path}:{number}") for number, line in enumerate(lines, start=1)]
 
 
-def _add_split_captions(captions: HumanCaptions, split: str, files: _SplitFiles) -> None:
+def _add_split_captions(captions: HumanCaptions, split: str, files: _SplitFiles, clean: TextCleaner) -> None:
     count = len(files.images)
-    translations = {lang: _read_captions(path, files.list_path, count) for lang, path in files.translation.items()}
+    translations = {
+        lang: _read_captions(path, files.list_path, count, clean) for lang, path in files.translation.items()
+    }
     comparable = {
-        lang: [_read_captions(path, files.list_path, count) for path in paths]
+        lang: [_read_captions(path, files.list_path, count, clean) for path in paths]
         for lang, paths in files.comparable.items()
     }
     for row, image in enumerate(files.images):
@@ -407,7 +415,11 @@ def _add_split_captions(captions: HumanCaptions, split: str, files: _SplitFiles)
 
 
 def _read_image_dependent(
-    layout: _Layout, splits: Mapping[str, Multi30kSplit], split_files: Mapping[str, _SplitFiles], images: pa.Table
+    layout: _Layout,
+    splits: Mapping[str, Multi30kSplit],
+    split_files: Mapping[str, _SplitFiles],
+    images: pa.Table,
+    clean: TextCleaner,
 ) -> pa.Table | None:
     """The image-dependent words of every task1 caption, or None when the corpus has no such files."""
     prefixes = {
@@ -431,14 +443,17 @@ def _read_image_dependent(
         files = split_files[split]
         path, caption_path = found[(split, lang)], files.translation[lang]
         assert path is not None  # missing files were reported above
-        captions = _read_captions(caption_path, files.list_path, len(files.images))
-        for image, words in zip(files.images, _read_words(path, caption_path, captions, layout.tokenized), strict=True):
+        captions = _read_captions(caption_path, files.list_path, len(files.images), clean)
+        words_per_line = _read_words(path, caption_path, captions, layout.tokenized, clean)
+        for image, words in zip(files.images, words_per_line, strict=True):
             if words:
                 rows.append((split, image.image_id, lang, words))
     return image_dependent_table(_columns(IMAGE_DEPENDENT_SCHEMA.names, rows), images)
 
 
-def _read_words(path: Path, caption_path: Path, captions: Sequence[str], lowercase: bool) -> list[list[str]]:
+def _read_words(
+    path: Path, caption_path: Path, captions: Sequence[str], lowercase: bool, clean: TextCleaner
+) -> list[list[str]]:
     """The words of each line of ``path``, each checked to be a token of the caption on the same line."""
     lines = read_lines(path, allow_empty=True)
     if len(lines) != len(captions):
@@ -447,7 +462,8 @@ def _read_words(path: Path, caption_path: Path, captions: Sequence[str], lowerca
             f"{caption_path} has {len(captions)} lines"
         )
     result = []
-    for number, (line, caption) in enumerate(zip(lines, captions, strict=True), start=1):
+    for number, (raw, caption) in enumerate(zip(lines, captions, strict=True), start=1):
+        line = clean(raw, f"{path}:{number}")  # the caption's words are NFC: so are these
         words = [word.lower() for word in line.split()] if lowercase else line.split()  # tok captions are lowercased
         tokens = set(_TOKENIZE_13A(caption).split())
         stray = [word for word in words if word not in tokens]
@@ -466,6 +482,7 @@ def _read_contrastive(
     split_files: Mapping[str, _SplitFiles],
     languages: Sequence[str],
     images: pa.Table,
+    clean: TextCleaner,
 ) -> pa.Table | None:
     """The contrastive items of every pair of requested languages, or None when the test split has none."""
     if "test" not in split_files or splits["test"].task1 is None or not split_files["test"].translation:
@@ -482,13 +499,15 @@ def _read_contrastive(
                 continue
             found = True
             for number, line in enumerate(read_lines(path), start=1):
-                item = _contrastive_item(line, f"{path}:{number}", test_images, test.list_path)
+                item = _contrastive_item(line, f"{path}:{number}", test_images, test.list_path, clean)
                 rows.append((src, tgt, *item))
     return contrastive_table(_columns(CONTRASTIVE_SCHEMA.names, rows), images) if found else None
 
 
-def _contrastive_item(line: str, where: str, test_images: set[str], list_path: Path) -> tuple[str, str, str, str, str]:
-    """(source, image a, image b, translation a, translation b) of one JSON line, checked."""
+def _contrastive_item(
+    line: str, where: str, test_images: set[str], list_path: Path, clean: TextCleaner
+) -> tuple[str, str, str, str, str]:
+    """(source, image a, image b, translation a, translation b) of one JSON line, checked, its sentences cleaned."""
     item = parse_json(line, where)
     if not isinstance(item, dict):
         raise InputError(f"{where}: expected a JSON object with source, image_ids and translations")
@@ -507,7 +526,13 @@ def _contrastive_item(line: str, where: str, test_images: set[str], list_path: P
     for image_id in (image_a, image_b):
         if image_id not in test_images:
             raise InputError(f"{where}: image {image_id!r} is not an image of the test split (listed in {list_path})")
-    return source, image_a, image_b, translation_a, translation_b
+    return (
+        clean(source, f"{where}: source"),
+        image_a,
+        image_b,
+        clean(translation_a, f"{where}: translations[0]"),
+        clean(translation_b, f"{where}: translations[1]"),
+    )
 
 
 def _columns(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:

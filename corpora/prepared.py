@@ -12,11 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from common.errors import InputError
-from common.files import atomic_dir, remove_stale_temporaries
+from common.files import atomic_dir, remove_stale_temporaries, write_json
 from corpora import tables
 
 IMAGE_DEPENDENT_FILE = "image_dependent.parquet"  # optional: Corpus.image_dependent
 CONTRASTIVE_FILE = "contrastive.parquet"  # optional: Corpus.contrastive
+CLEANING_FILE = "cleaning.json"  # only when prepare.text.control_characters: remove dropped characters
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Corpus:
             them (evaluation only; real Multi30K does not: None).
         contrastive: Ambiguous pivot sentences with two images and the right translation with each (evaluation
             only; None when the corpus has none).
+        removed_characters: Control characters the reader removed from the captions (``prepare.text``).
     """
 
     images: pa.Table
@@ -38,6 +40,7 @@ class Corpus:
     parallel: Mapping[str, pa.Table] = field(default_factory=dict)
     image_dependent: pa.Table | None = None
     contrastive: pa.Table | None = None
+    removed_characters: int = 0
 
 
 def write_prepared(corpus: Corpus, out_dir: str | os.PathLike[str]) -> None:
@@ -61,6 +64,8 @@ def write_prepared(corpus: Corpus, out_dir: str | os.PathLike[str]) -> None:
             (tmp / "parallel").mkdir()
         for name, table in sorted(corpus.parallel.items()):
             tables.write_parquet(table, tmp / "parallel" / f"{name}.parquet")
+        if corpus.removed_characters:
+            write_json(tmp / CLEANING_FILE, {"removed_control_characters": corpus.removed_characters})
 
 
 def read_prepared(prepared_dir: str | os.PathLike[str]) -> Corpus:

@@ -22,6 +22,7 @@ from pathlib import Path
 from common.checks import check_range
 from common.errors import InputError
 from common.files import read_lines
+from common.text_input import TextCleaner
 from corpora.human_captions import comparable_corpus
 from corpora.image_files import ListedImage
 from corpora.languages import check_language
@@ -53,6 +54,7 @@ def read_scan_captions(
     dataset: str,
     lang: str = "en",
     captions_per_image: int = 5,
+    text: TextCleaner | None = None,
 ) -> Corpus:
     """Read SCAN precomp caption files into a validated images + captions corpus.
 
@@ -62,29 +64,33 @@ def read_scan_captions(
         dataset: The name stored in ``images.dataset``.
         lang: The ISO 639-1 code of the captions.
         captions_per_image: Consecutive caption lines per image.
+        text: Cleans every caption (default: NFC, control characters refused).
 
     Raises:
         InputError: a bad argument, a missing caption file, a caption count not divisible by
             ``captions_per_image``, an ids file of the wrong length or with inconsistent per-caption ids,
-            or a duplicate image id.
+            a caption with a control character, or a duplicate image id.
     """
     check_language(lang, where=f"{root}: lang")
     if captions_per_image < 1:
         raise InputError(f"captions_per_image must be at least 1, got {captions_per_image}")
     if not splits or any(split not in SPLITS for split in splits):
         raise InputError(f"scan splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
+    clean = text or TextCleaner()
     listed: list[ListedImage] = []
     groups: list[list[str]] = []
     for split in [split for split in SPLITS if split in splits]:
-        split_images, split_groups = _read_split(Path(root), splits[split], split, captions_per_image)
+        split_images, split_groups = _read_split(Path(root), splits[split], split, captions_per_image, clean)
         listed += split_images
         groups += split_groups
     return comparable_corpus(listed, groups, image_root=None, dataset=dataset, lang=lang)
 
 
-def _read_split(root: Path, stem: str, split: str, per_image: int) -> tuple[list[ListedImage], list[list[str]]]:
+def _read_split(
+    root: Path, stem: str, split: str, per_image: int, clean: TextCleaner
+) -> tuple[list[ListedImage], list[list[str]]]:
     caps_path = root / f"{stem}_caps.txt"
-    lines = [line.strip() for line in read_lines(caps_path)]
+    lines = [clean(line.strip(), f"{caps_path}:{number}") for number, line in enumerate(read_lines(caps_path), 1)]
     if len(lines) % per_image:
         raise InputError(f"{caps_path}: {len(lines)} captions is not a multiple of {per_image} captions per image")
     count = len(lines) // per_image

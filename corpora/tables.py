@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from common.checks import SettingError
 from common.errors import InputError
 from common.files import atomic_path
+from common.text_input import UNWANTED_PATTERN, quoted
 from corpora.languages import ISO_639_1
 
 SPLITS = ("train", "val", "test")
@@ -234,6 +235,22 @@ def _check_nonempty_text(table: pa.Table, column: str, source: str) -> None:
         raise InputError(f"{source}: row {_first_row(blank)}: {column} is empty")
 
 
+def _check_clean_text(table: pa.Table, column: str, source: str) -> None:
+    """Stored text is NFC without control or bidirectional formatting characters (what the readers make of it)."""
+    values = table.column(column)
+    unwanted = pc.fill_null(pc.match_substring_regex(values, UNWANTED_PATTERN), False)
+    if pc.any(unwanted).as_py():
+        row = _first_row(unwanted)
+        raise InputError(
+            f"{source}: row {row}: {column} {quoted(values[row].as_py())} holds a control or bidirectional "
+            "formatting character"
+        )
+    changed = pc.fill_null(pc.not_equal(pc.utf8_normalize(values, form="NFC"), values), False)
+    if pc.any(changed).as_py():
+        row = _first_row(changed)
+        raise InputError(f"{source}: row {row}: {column} {quoted(values[row].as_py())} is not in Unicode NFC")
+
+
 def validate_images(table: pa.Table, *, source: str) -> None:
     """Check schema, allowed splits, unique ids and non-empty paths; raise InputError naming the row."""
     _check_schema(table, IMAGES_SCHEMA, source)
@@ -260,6 +277,7 @@ def validate_captions(
     _check_allowed(table, "lang", ISO_639_1, source)
     _check_unique(table, "caption_id", source)
     _check_nonempty_text(table, "text", source)
+    _check_clean_text(table, "text", source)
     _check_provenance(table, source, parents_held=parents_held)
     if images is not None:
         _check_image_references(table, images, source)
@@ -311,8 +329,9 @@ def validate_parallel(table: pa.Table, *, source: str) -> None:
     """Check schema, splits and non-empty sentences of a parallel-text table."""
     _check_schema(table, PARALLEL_SCHEMA, source)
     _check_allowed(table, "split", SPLITS, source)
-    _check_nonempty_text(table, "src", source)
-    _check_nonempty_text(table, "tgt", source)
+    for column in ("src", "tgt"):
+        _check_nonempty_text(table, column, source)
+        _check_clean_text(table, column, source)
 
 
 def validate_image_dependent(table: pa.Table, *, images: pa.Table | None = None, source: str) -> None:
@@ -347,6 +366,8 @@ def validate_contrastive(table: pa.Table, *, images: pa.Table | None = None, sou
         _check_allowed(table, column, ISO_639_1, source)
     for column in ("source", "image_a", "image_b", "translation_a", "translation_b"):
         _check_nonempty_text(table, column, source)
+    for column in ("source", "translation_a", "translation_b"):
+        _check_clean_text(table, column, source)
     for first, second in (("image_a", "image_b"), ("translation_a", "translation_b")):
         same = pc.equal(table.column(first), table.column(second))
         if pc.any(same).as_py():

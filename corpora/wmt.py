@@ -3,7 +3,8 @@
 Layout: ``<root>/<src>-<tgt>/<stem>.<lang>`` with one sentence per line, plain or ``.gz``, or a WMT test
 set ``<stem>.<lang>.sgm`` (see :mod:`corpora.sgm`). A split is optional: when neither side has a file for
 its stem the split is left out, but one side without the other is an error. Sentences are kept in file
-order, stripped of surrounding whitespace; Moses escapes in plain files (``&apos;``) are kept as written.
+order, stripped of surrounding whitespace and cleaned (:mod:`common.text_input`: NFC, control characters refused or
+removed); Moses escapes in plain files (``&apos;``) are kept as written.
 Plain and ``.gz`` files are streamed: :func:`write_parallel_pair` writes a WMT-size pair's table in row groups
 without holding its sentences.
 """
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 
 from common.errors import InputError
 from common.files import atomic_path, iter_parallel_lines, read_parallel_lines, remove_stale_temporaries
+from common.text_input import TextCleaner
 from corpora.languages import check_language
 from corpora.sgm import read_sgm_pair
 from corpora.tables import PARALLEL_SCHEMA, SPLITS, check_split_keys, parallel_table
@@ -42,7 +44,7 @@ class ParallelConfig:
 
 
 def read_parallel_corpus(
-    root: Path, *, pairs: Sequence[tuple[str, str]], splits: Mapping[str, str]
+    root: Path, *, pairs: Sequence[tuple[str, str]], splits: Mapping[str, str], text: TextCleaner | None = None
 ) -> dict[str, pa.Table]:
     """Read every language pair's split files into parallel tables.
 
@@ -50,13 +52,15 @@ def read_parallel_corpus(
         root: The folder holding one ``<src>-<tgt>`` folder per pair.
         pairs: (source, target) ISO 639-1 codes.
         splits: Canonical split -> file stem, e.g. ``{"train": "train", "val": "newstest2013"}``.
+        text: Cleans every sentence (default: NFC, control characters refused).
 
     Returns:
         "<src>-<tgt>" -> table with columns split, src, tgt (splits in train, val, test order).
 
     Raises:
         InputError: a bad language or split, a split file on one side only, two files for one side
-            (e.g. ``.en`` and ``.en.gz``), a line-count or segment mismatch, or a pair without any file.
+            (e.g. ``.en`` and ``.en.gz``), a line-count or segment mismatch, a sentence with a control character, or
+            a pair without any file.
     """
     if not splits or any(split not in SPLITS for split in splits):
         raise InputError(f"parallel splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
@@ -65,22 +69,25 @@ def read_parallel_corpus(
         check_language(src, where="parallel pairs")
         check_language(tgt, where="parallel pairs")
         name = f"{src}-{tgt}"  # the pair's folder here and its table name in data/prepared/parallel/
-        tables[name] = _read_pair_folder(Path(root) / name, src, tgt, splits)
+        tables[name] = _read_pair_folder(Path(root) / name, src, tgt, splits, text or TextCleaner())
     return tables
 
 
-def _read_pair_folder(folder: Path, src: str, tgt: str, splits: Mapping[str, str]) -> pa.Table:
+def _read_pair_folder(folder: Path, src: str, tgt: str, splits: Mapping[str, str], text: TextCleaner) -> pa.Table:
     columns: dict[str, list[str]] = {"split": [], "src": [], "tgt": []}
-    for split, src_text, tgt_text in iter_pair_rows(folder, src, tgt, splits):
+    for split, src_text, tgt_text in iter_pair_rows(folder, src, tgt, splits, text):
         columns["split"].append(split)
         columns["src"].append(src_text)
         columns["tgt"].append(tgt_text)
     return parallel_table(columns)
 
 
-def iter_pair_rows(folder: Path, src: str, tgt: str, splits: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+def iter_pair_rows(
+    folder: Path, src: str, tgt: str, splits: Mapping[str, str], text: TextCleaner | None = None
+) -> Iterator[tuple[str, str, str]]:
     """The (split, src, tgt) rows of one pair folder in train, val, test order, plain and ``.gz`` files streamed
-    line by line (``.sgm`` test sets are read whole). Every split's files are found before the first row.
+    line by line (``.sgm`` test sets are read whole), each sentence cleaned by ``text`` (default: NFC, control
+    characters refused). Every split's files are found before the first row.
 
     Raises:
         InputError: as :func:`read_parallel_corpus`.
@@ -91,13 +98,20 @@ def iter_pair_rows(folder: Path, src: str, tgt: str, splits: Mapping[str, str]) 
     if not present:
         stems = sorted(set(splits.values()))
         raise InputError(f"{folder}: no parallel files for stems {stems} (expected <stem>.{src} and <stem>.{tgt})")
+    clean = text or TextCleaner()
     for split, (src_path, tgt_path) in present.items():
-        for src_text, tgt_text in _iter_pair(src_path, tgt_path):
+        for src_text, tgt_text in _iter_pair(src_path, tgt_path, clean):
             yield split, src_text, tgt_text
 
 
 def write_parallel_pair(
-    root: Path, *, pair: tuple[str, str], splits: Mapping[str, str], out: Path, batch_rows: int = BATCH_ROWS
+    root: Path,
+    *,
+    pair: tuple[str, str],
+    splits: Mapping[str, str],
+    out: Path,
+    batch_rows: int = BATCH_ROWS,
+    text: TextCleaner | None = None,
 ) -> dict[str, int]:
     """Stream one pair's split files into the Parquet table ``out`` (columns split, src, tgt), ``batch_rows`` rows
     per row group, so memory stays flat in the corpus size; written atomically (the temporary file a killed run
@@ -115,7 +129,7 @@ def write_parallel_pair(
     check_language(tgt, where="parallel pairs")
     if not splits or any(split not in SPLITS for split in splits):
         raise InputError(f"parallel splits: {list(splits)}; expected a non-empty subset of {list(SPLITS)}")
-    rows = iter_pair_rows(Path(root) / f"{src}-{tgt}", src, tgt, splits)
+    rows = iter_pair_rows(Path(root) / f"{src}-{tgt}", src, tgt, splits, text)
     counts: dict[str, int] = {}
     remove_stale_temporaries(Path(out))
     with atomic_path(out) as tmp, pq.ParquetWriter(tmp, PARALLEL_SCHEMA, compression="zstd") as writer:
@@ -151,13 +165,15 @@ def _side_file(folder: Path, stem: str, lang: str) -> Path | None:
     return present[0] if present else None
 
 
-def _iter_pair(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
-    """Aligned, stripped sentences of two files: both ``.sgm`` (read whole) or both line-aligned text (streamed)."""
+def _iter_pair(src_path: Path, tgt_path: Path, clean: TextCleaner) -> Iterator[tuple[str, str]]:
+    """Aligned, stripped, cleaned sentences of two files: both ``.sgm`` (read whole) or both line-aligned text
+    (streamed)."""
     if src_path.suffix == ".sgm" or tgt_path.suffix == ".sgm":
-        yield from zip(*read_pair(src_path, tgt_path), strict=True)
+        for number, (src_text, tgt_text) in enumerate(zip(*read_pair(src_path, tgt_path), strict=True), start=1):
+            yield clean(src_text, f"{src_path}: segment {number}"), clean(tgt_text, f"{tgt_path}: segment {number}")
         return
-    for src_line, tgt_line in iter_parallel_lines(src_path, tgt_path):
-        yield src_line.strip(), tgt_line.strip()
+    for number, (src_line, tgt_line) in enumerate(iter_parallel_lines(src_path, tgt_path), start=1):
+        yield clean(src_line.strip(), f"{src_path}:{number}"), clean(tgt_line.strip(), f"{tgt_path}:{number}")
 
 
 def read_pair(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
@@ -171,15 +187,17 @@ def read_pair(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
     return [line.strip() for line in src], [line.strip() for line in tgt]
 
 
-def read_plain_pair(src_path: Path, tgt_path: Path, split: str) -> pa.Table:
-    """A parallel table of one split from two line-aligned text files (plain or ``.gz``).
+def read_plain_pair(src_path: Path, tgt_path: Path, split: str, text: TextCleaner | None = None) -> pa.Table:
+    """A parallel table of one split from two line-aligned text files (plain or ``.gz``), each sentence cleaned by
+    ``text`` (default: NFC, control characters refused).
 
     For corpora outside the ``<src>-<tgt>/<stem>.<lang>`` layout, e.g. OpenNMT's ``src-train.txt`` and
     ``tgt-train.txt``.
     """
     if split not in SPLITS:
         raise InputError(f"split {split!r} is not one of {list(SPLITS)}")
+    clean = text or TextCleaner()
     src, tgt = read_parallel_lines(Path(src_path), Path(tgt_path))
-    return parallel_table(
-        {"split": [split] * len(src), "src": [line.strip() for line in src], "tgt": [line.strip() for line in tgt]}
-    )
+    src = [clean(line.strip(), f"{src_path}:{number}") for number, line in enumerate(src, start=1)]
+    tgt = [clean(line.strip(), f"{tgt_path}:{number}") for number, line in enumerate(tgt, start=1)]
+    return parallel_table({"split": [split] * len(src), "src": src, "tgt": tgt})

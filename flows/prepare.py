@@ -20,7 +20,7 @@ from tasks.data import CorpusSource, publish_counts, read_captioned_images, writ
 def prepare(config: PrepareConfig, corpus: CorpusParams, languages: Languages, out: str) -> list[dict[str, object]]:
     image_root = corpus.images if config.read_image_sizes else None
     source = CorpusSource(corpus.format, corpus.source, image_root, corpus.dataset)
-    read = read_captioned_images(source, config.adapter_config(corpus.format), languages)
+    read = read_captioned_images(source, config.adapter_config(corpus.format), languages, config.text)
     write_prepared_tables(read, out)
     counts = count_captions(read)
     description = f"{corpus.dataset}: prepared captions per split and language"

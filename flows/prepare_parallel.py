@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from prefect import flow, tags
 
+from common.text_input import TextConfig
 from corpora.wmt import ParallelConfig
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
@@ -18,9 +19,9 @@ from tasks.data import prepare_parallel_pair, publish_counts
 
 @flow(name="prepare_parallel", log_prints=True, persist_result=False)
 def prepare_parallel(
-    config: ParallelConfig, pivot: str, target: str, parallel: str, out: str
+    config: ParallelConfig, pivot: str, target: str, parallel: str, out: str, text: TextConfig
 ) -> list[dict[str, object]]:
-    counts = prepare_parallel_pair(config, pivot, target, parallel, out)
+    counts = prepare_parallel_pair(config, pivot, target, parallel, out, text)
     publish_counts(counts, key=artifact_key(f"prepare-parallel-{target}"), description="Parallel sentence pairs")
     return counts
 
@@ -34,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     def body(args: argparse.Namespace, params: Params) -> None:
         pivot = params.languages.pivot
         with tags(*run_tags("prepare_parallel"), f"target:{args.target}"):
-            named(prepare_parallel, args.params)(params.prepare.parallel, pivot, args.target, args.parallel, args.out)
+            named(prepare_parallel, args.params)(
+                params.prepare.parallel, pivot, args.target, args.parallel, args.out, params.prepare.text
+            )
 
     run_stage(parser, argv, body)
 

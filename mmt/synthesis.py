@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from common.errors import InputError
 from common.files import atomic_path
+from common.text_input import normalize
 from corpora.tables import CAPTIONS_SCHEMA
 
 Origin = Literal["mt", "mmt"]
@@ -149,7 +150,12 @@ def _translate_shard(shard: pa.Table, task: SynthesisTask, translate: TranslateF
         raise RuntimeError(f"{task.system} returned {len(texts)} translations for {shard.num_rows} captions")
     parents = shard.column("caption_id").to_pylist()
     count = shard.num_rows
-    # An empty translation (a model that emitted only EOS) would break the tables: keep a visible marker.
+    # Stored text is NFC without control characters (corpora.tables), model output too. An empty translation (a
+    # model that emitted only EOS) would break the tables: keep a visible marker.
+    texts = [
+        normalize(text, f"{task.system} translation of {parent}", remove=True)
+        for text, parent in zip(texts, parents, strict=True)
+    ]
     texts = [text if text.strip() else "<empty>" for text in texts]
     return pa.table(
         {

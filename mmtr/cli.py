@@ -79,6 +79,7 @@ def inspect(args: argparse.Namespace) -> None:
 def _inspect_corpus(folder: Path, samples: int) -> None:
     import pyarrow.compute as pc
 
+    from common.text_input import shown
     from corpora.prepared import count_captions, read_prepared
 
     corpus = read_prepared(folder)
@@ -89,7 +90,7 @@ def _inspect_corpus(folder: Path, samples: int) -> None:
         for caption_id, text in zip(
             sample.column("caption_id").to_pylist(), sample.column("text").to_pylist(), strict=True
         ):
-            print(f"{caption_id:<24} {text}")
+            print(f"{shown(caption_id):<24} {shown(text)}")  # a control character must not reach the terminal
 
 
 def _print_rows(rows: list[dict[str, object]]) -> None:
@@ -158,6 +159,7 @@ def translate(args: argparse.Namespace) -> None:
             f"{model_dir}: a multimodal system reads each sentence's image regions: give --store "
             f"(alone: the params' FeatureStore)"
         )
+    lines, listed_ids = _input_sentences(args.input, with_images=bool(args.store))  # bad input fails before loading
     store_path = args.store
     if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
         store_path = defaults.feature_store() if backend.multimodal else None
@@ -171,17 +173,26 @@ def translate(args: argparse.Namespace) -> None:
         translator = systems.load_system(
             str(model_dir), str(store_path) if store else None, Runtime(str(device), "fp32")
         )
-    lines = read_input_lines(args.input)
-    image_ids = None
-    if args.store:  # lines carry their image; a text-only system ignores it
+    image_ids = listed_ids if store is not None else None
+    for output in translator.translate(lines, image_ids, beam=args.beam):
+        print(output)
+
+
+def _input_sentences(name: str, *, with_images: bool) -> tuple[list[str], list[str]]:
+    """The sentences of the input file ``name`` (``-``: stdin), cleaned (NFC, no control characters), and with
+    ``with_images`` the image id before each (a line is ``image_id<TAB>sentence``)."""
+    from common.text_input import normalize
+
+    lines = read_input_lines(name)
+    image_ids: list[str] = []
+    if with_images:  # lines carry their image; a text-only system ignores it
         pairs = [line.split("\t", 1) for line in lines]
         bad = [number for number, pair in enumerate(pairs, start=1) if len(pair) != 2]
         if bad:
-            raise InputError(f"{args.input}:{bad[0]}: with --store every line is image_id<TAB>sentence")
-        lines = [pair[1] for pair in pairs]
-        image_ids = [pair[0] for pair in pairs] if store is not None else None
-    for output in translator.translate(lines, image_ids, beam=args.beam):
-        print(output)
+            raise InputError(f"{name}:{bad[0]}: with --store every line is image_id<TAB>sentence")
+        image_ids, lines = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    where = "<stdin>" if name == "-" else name
+    return [normalize(line, f"{where}:{number}") for number, line in enumerate(lines, start=1)], image_ids
 
 
 def _translation_system(args: argparse.Namespace, defaults: Defaults) -> Path:

@@ -315,7 +315,13 @@ def _prepare(c: _Context, pipeline: Pipeline) -> None:
             Stage(
                 f"python -m flows.prepare {p} --corpus {name} --out {paths.prepared}/{name}",
                 prepare_reads(params, name),
-                ("languages.pivot", "prepare.read_image_sizes", f"prepare.{corpus.format}", f"corpora.{name}"),
+                (
+                    "languages.pivot",
+                    "prepare.read_image_sizes",
+                    "prepare.text",
+                    f"prepare.{corpus.format}",
+                    f"corpora.{name}",
+                ),
                 outs=(f"{paths.prepared}/{name}",),
             ),
             key=name,
@@ -333,7 +339,7 @@ def _prepare_parallel(c: _Context, pipeline: Pipeline) -> None:
                 f"python -m flows.prepare_parallel {p} --target {target} --parallel {paths.parallel} "
                 f"--out {paths.prepared}/parallel/{pair}",
                 (f"{paths.parallel}/{pivot}-{target}",),
-                ("languages.pivot", "prepare.parallel"),
+                ("languages.pivot", "prepare.parallel", "prepare.text"),
                 outs=(f"{paths.prepared}/parallel/{pair}",),
             ),
             key=target,

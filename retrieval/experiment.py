@@ -47,19 +47,26 @@ logger = logging.getLogger(__name__)
 
 CAPTION_COLUMNS = ["caption_id", "image_id", "split", "lang", "text", "origin", "kind"]
 Translate = Callable[[list[str]], list[str]]  # query texts -> their translations, one each
+SPLIT_USE = {"train": "retrieval trains on it", "val": "it selects the epoch", "test": "it is the test set"}
 
 
 def read_captions(
     path: Path, *, split: str, languages: Sequence[str], kinds: Sequence[str] | None, human_only: bool
 ) -> list[dict[str, Any]]:
     """Rows of the captions at ``path`` in ``split`` and ``languages`` (and ``kinds``; human only). ``path`` is a
-    caption variant's folder (one file per language, of which only ``languages`` are read) or one captions table."""
+    caption variant's folder (one file per language, of which only ``languages`` are read) or one captions table.
+
+    Raises:
+        InputError: ``path`` is missing, or holds no caption of ``split`` at all (every split read here is needed).
+    """
     if path.is_dir():
         table = read_caption_variant(path, languages=languages, columns=CAPTION_COLUMNS)
     elif path.is_file():
         table = pq.read_table(path, columns=CAPTION_COLUMNS)
     else:
         raise InputError(f"{path}: captions table not found")
+    if not pc.any(pc.equal(table["split"], split)).as_py():
+        raise InputError(f"{path}: the {split} split is empty, but {SPLIT_USE.get(split, 'it is evaluated')}")
     keep = pc.and_(pc.equal(table["split"], split), pc.is_in(table["lang"], value_set=_strings(languages)))
     if kinds is not None:
         keep = pc.and_(keep, pc.is_in(table["kind"], value_set=_strings(kinds)))

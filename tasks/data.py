@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from tqdm import tqdm
 
+from common.text_input import TextCleaner, TextConfig
 from corpora.adapters import read_corpus
 from corpora.languages import Languages
 from corpora.prepared import Corpus, write_prepared
@@ -51,13 +52,23 @@ class CorpusSource:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
-def read_captioned_images(source: CorpusSource, config: object, languages: Languages) -> Corpus:
+def read_captioned_images(source: CorpusSource, config: object, languages: Languages, text: TextConfig) -> Corpus:
     """Read images and human captions through the adapter ``source.format`` (``config``: its settings; image sizes
-    from ``source.image_root``)."""
+    from ``source.image_root``; ``text``: how captions are cleaned, the count of removed characters kept)."""
     image_root = Path(source.image_root) if source.image_root else None
+    clean = TextCleaner(text.control_characters)
     corpus = read_corpus(
-        source.format, config, Path(source.path), image_root=image_root, languages=languages, dataset=source.dataset
+        source.format,
+        config,
+        Path(source.path),
+        image_root=image_root,
+        languages=languages,
+        dataset=source.dataset,
+        text=clean,
     )
+    if clean.removed:
+        print(f"Removed {clean.removed} control characters from the captions (prepare.text.control_characters)")
+        corpus = replace(corpus, removed_characters=clean.removed)
     get_run_logger().info(
         "Read %d images and %d captions (%s format) from %s",
         corpus.images.num_rows,
@@ -80,10 +91,16 @@ def _prepare_pair_name(parameters: dict[str, Any]) -> str:
     task_run_name=named_by(_prepare_pair_name),
 )
 def prepare_parallel_pair(
-    config: ParallelConfig, pivot: str, target: str, parallel_dir: str, out: str
+    config: ParallelConfig, pivot: str, target: str, parallel_dir: str, out: str, text: TextConfig
 ) -> list[dict[str, object]]:
-    """Stream the text-only corpus of the pair ``pivot``-``target`` into the table ``out``; its counts per split."""
-    counts = write_parallel_pair(Path(parallel_dir), pair=(pivot, target), splits=config.splits, out=Path(out))
+    """Stream the text-only corpus of the pair ``pivot``-``target`` into the table ``out`` (sentences cleaned as
+    ``text`` says); its counts per split."""
+    clean = TextCleaner(text.control_characters)
+    counts = write_parallel_pair(
+        Path(parallel_dir), pair=(pivot, target), splits=config.splits, out=Path(out), text=clean
+    )
+    if clean.removed:
+        print(f"Removed {clean.removed} control characters from the sentences (prepare.text.control_characters)")
     get_run_logger().info("Wrote %d sentence pairs for %s-%s to %s", sum(counts.values()), pivot, target, out)
     return [{"pair": f"{pivot}-{target}", "split": split, "pairs": count} for split, count in counts.items()]
 

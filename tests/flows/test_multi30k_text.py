@@ -76,6 +76,7 @@ def test_text_only_mt_trains_and_translates_real_multi30k(
     }
     tree["corpus_roles"] = {"mmt_finetune": "multi30k", "target": "multi30k"}
     tree["prepare"]["read_image_sizes"] = False
+    tree["prepare"]["text"] = {"control_characters": "remove"}  # the WMT sample holds C1 controls
     tree["prepare"]["multi30k"].update(tasks=["task1"])
     tree["prepare"]["multi30k"]["splits"]["test"] = {"task1": "test_2016_flickr", "task2": "test"}
     tree["mmt"].update(systems=["mt"], beam=2)

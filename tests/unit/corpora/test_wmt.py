@@ -10,6 +10,7 @@ import pytest
 
 from common.errors import InputError
 from common.files import write_text
+from common.text_input import TextCleaner
 from corpora.prepared import write_parallel_table
 from corpora.sgm import unescape
 from corpora.wmt import read_parallel_corpus, read_plain_pair, write_parallel_pair
@@ -134,7 +135,13 @@ def test_bad_language_and_split(tmp_path: Path) -> None:
 
 def test_shared_opennmt_toy_sample(shared_data: Path) -> None:
     folder = shared_data / "wmt-sample" / "opennmt-toy-ende"
-    train = read_plain_pair(folder / "src-train.txt", folder / "tgt-train.txt", "train")
+    # real WMT text holds C1 controls (Windows-1252 punctuation decoded as Latin-1): refused unless removed
+    with pytest.raises(InputError, match=r"src-train\.txt:664: control character U\+0096 at character 25 of "):
+        read_plain_pair(folder / "src-train.txt", folder / "tgt-train.txt", "train")
+    clean = TextCleaner("remove")
+    train = read_plain_pair(folder / "src-train.txt", folder / "tgt-train.txt", "train", clean)
+    assert clean.removed == 17  # 10 in src-train, 7 in tgt-train
+    assert train.column("src")[663].as_py().startswith("Mannheim , 17 July 2007  CropEnergies AG")
     assert train.num_rows == 10_000
     assert train.column("src")[0].as_py().startswith("It is not acceptable that , with the help of")
     assert set(train.column("split").to_pylist()) == {"train"}
