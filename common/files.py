@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.errors import InputError
+from common.errors import RESOURCE_ERRNOS, InputError, StorageError, os_errno
 from common.text_input import shown
 
 
@@ -33,21 +33,60 @@ _UMASK = _current_umask()
 FILE_MODE, DIR_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK  # what open() and mkdir() would give; mkstemp gives 0600
 
 
+def storage_error(action: str, path: str | os.PathLike[str], error: BaseException) -> StorageError | None:
+    """``error`` as a :class:`StorageError` naming ``path`` (its final name, never a temporary), if it is a
+    resource fault (:data:`RESOURCE_ERRNOS`); else None."""
+    number = os_errno(error)
+    if isinstance(error, StorageError) or number not in RESOURCE_ERRNOS:
+        return None
+    return StorageError(action, final_path(path), number, os.strerror(number))
+
+
+def _writing_fault(error: BaseException, target: Path, temporary: Path | None) -> StorageError | None:
+    """A resource fault met while writing ``target`` as a :class:`StorageError`: naming the file it hit when that
+    is in the temporary (by its final name), else ``target`` (its folder could not be made, or a writer library
+    named no file). A fault on another file (an input read inside the block) stays as it is, for the entry point
+    to name that file."""
+    filename = getattr(error, "filename", None) if isinstance(error, OSError) else None
+    if filename is None:
+        return storage_error("write", target, error)
+    culprit = Path(os.fsdecode(filename))
+    if temporary is not None and (culprit == temporary or temporary in culprit.parents):
+        return storage_error("write", culprit, error)
+    temporary_sibling = culprit.parent == target.parent and culprit.name.startswith(f".{target.name}.")
+    if culprit == target or temporary_sibling or culprit in target.parents:  # target, its temporary, its folders
+        return storage_error("write", target, error)
+    return None
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary file path beside ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary file path beside ``path``; rename it onto ``path`` only on success.
+
+    Raises:
+        StorageError: the disk is full, the folder read-only or not writable (:data:`RESOURCE_ERRNOS`), also when
+            a writer library inside the block wraps that error in its own type; the temporary is removed and an
+            existing ``path`` stays as it was.
+    """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
         yield tmp
         if tmp.is_file():
             os.chmod(tmp, FILE_MODE)
         os.replace(tmp, target)
+    except Exception as error:
+        fault = _writing_fault(error, target, tmp)
+        if fault is None:
+            raise
+        raise fault from error
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -55,24 +94,45 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; swap it in for ``path`` only on success.
 
     An existing ``path`` is replaced as a whole, so stale files of an earlier run never survive.
+
+    Raises:
+        StorageError: a resource fault while writing (as :func:`atomic_path`); the temporary folder is removed and
+            an existing ``path`` stays as it was.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
         yield tmp
         os.chmod(tmp, DIR_MODE)
-        if target.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
-            os.replace(target, trash / target.name)
-            os.replace(tmp, target)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        _swap_in(tmp, target)
+    except Exception as error:
+        fault = _writing_fault(error, target, tmp)
+        if fault is None:
+            raise
+        raise fault from error
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(folder: Path, target: Path) -> None:
+    """Rename ``folder`` onto ``target``, an existing ``target`` moved aside first and removed after (put back if
+    the second rename fails, so ``target`` is never lost)."""
+    if not target.exists():
+        os.replace(folder, target)
+        return
+    trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.replace(target, trash / target.name)
+    try:
+        os.replace(folder, target)
+    except BaseException:
+        os.replace(trash / target.name, target)
+        raise
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def user_cache_dir() -> Path:
@@ -101,27 +161,30 @@ def staged_children(folder: str | os.PathLike[str]) -> Iterator[Path]:
     moment, each output is absent (or the earlier one) or complete, never a half-written one a reader would take.
 
     Raises:
-        Whatever the block raises; nothing is moved then, and the temporary folder is removed.
+        StorageError: a resource fault while writing (as :func:`atomic_path`), naming the file it hit.
+        Whatever else the block raises; nothing is moved then, and the temporary folder is removed.
     """
     parent = Path(folder)
-    parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(parent / "staged")
-    tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=".tmp", dir=parent))
+    tmp: Path | None = None
     try:
+        parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(parent / "staged")
+        tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=".tmp", dir=parent))
         yield tmp
         for entry in sorted(tmp.iterdir()):
-            destination = parent / entry.name
             if entry.is_dir():
                 os.chmod(entry, DIR_MODE)
-                if destination.exists():
-                    trash = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".tmp", dir=parent))
-                    os.replace(destination, trash / entry.name)
-                    os.replace(entry, destination)
-                    shutil.rmtree(trash, ignore_errors=True)
-                    continue
-            os.replace(entry, destination)
+                _swap_in(entry, parent / entry.name)
+            else:
+                os.replace(entry, parent / entry.name)
+    except Exception as error:
+        fault = _writing_fault(error, parent, tmp)
+        if fault is None:
+            raise
+        raise fault from error
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 _STAGING_FOLDER = re.compile(r"\.staged\.[a-z0-9_]+\.tmp")  # staged_children's folder

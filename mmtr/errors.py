@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import NoReturn
 
-from common.errors import InputError
+from common.errors import InputError, resource_fault
 
 DEBUG_ENV = "MMTR_DEBUG"  # 1: user errors show their traceback too
 
@@ -36,13 +36,20 @@ def add_debug_flag(parser: argparse.ArgumentParser) -> None:
 @contextlib.contextmanager
 def user_errors(prog: str, *, debug: bool) -> Iterator[None]:
     """A user error inside ends the process with one line, ``<prog>: error: <message>``, and exit status 2 (with
-    ``debug`` or ``MMTR_DEBUG=1`` it propagates, traceback and all); any other exception propagates as it is."""
+    ``debug`` or ``MMTR_DEBUG=1`` it propagates, traceback and all); so does a resource fault (a full disk, a
+    read-only or non-writable folder, a missing permission), named by its path and errno
+    (:func:`common.errors.resource_fault`). Any other exception propagates as it is."""
     try:
         yield
     except USER_ERRORS as error:
         if debug or os.environ.get(DEBUG_ENV) == "1":
             raise
         _fail(prog, error)
+    except Exception as error:
+        fault = resource_fault(error)  # a full disk, a read-only folder, a missing permission: no bug of ours
+        if fault is None or debug or os.environ.get(DEBUG_ENV) == "1":
+            raise
+        _fail(prog, fault)
 
 
 def _fail(prog: str, error: Exception) -> NoReturn:

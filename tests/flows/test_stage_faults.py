@@ -1,0 +1,195 @@
+"""Resource faults and SIGTERM at the stage entry points, on the tiny dataset.
+
+A full disk while a stage writes ends it in one line naming the file and the errno, its previous output as it was;
+SIGTERM (what a cluster scheduler sends before it kills a job) stops a stage within seconds with exit status 143
+and one line, its previous output as it was and no temporary left; the rerun writes what an uninterrupted run does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from corpora import tables
+from flows import prepare
+from tests.command_line import flags
+from tests.flows.conftest import TinyDataset
+from tests.unit.common.test_hostile_faults import NO_SPACE, arrow_no_space, fail_on_call, hidden, tree_bytes
+
+pytestmark = [pytest.mark.slow, pytest.mark.flow]
+REPO = Path(__file__).resolve().parents[2]
+STOP_WITHIN = 15.0  # seconds from SIGTERM to exit: a scheduler's usual grace is 30
+
+
+def prepare_argv(tiny_dataset: TinyDataset, out: Path) -> list[str]:
+    return flags(params=tiny_dataset.params, corpus="synthetic", out=out)
+
+
+def test_disk_full_while_prepare_writes_is_one_line_and_the_rerun_completes(
+    tiny_dataset: TinyDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "synthetic"
+    prepare.main(prepare_argv(tiny_dataset, out))
+    before = tree_bytes(out)
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        fail_on_call(patch, tables.pq, "write_table", arrow_no_space(), call=2)
+        with pytest.raises(SystemExit) as stopped:
+            prepare.main(prepare_argv(tiny_dataset, out))
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert (
+        err.strip().splitlines()[-1]
+        == f"python -m flows.prepare: error: cannot write {out}/captions.parquet: {NO_SPACE}"
+    )
+    assert tree_bytes(out) == before and hidden(tmp_path) == []
+    prepare.main(prepare_argv(tiny_dataset, out))
+    assert tree_bytes(out) == before and hidden(tmp_path) == []
+
+
+def sigterm_when(command: list[str], ready: Callable[[str], bool], env: dict[str, str]) -> tuple[int, str, float]:
+    """Run ``command``, send it SIGTERM when a line of its output satisfies ``ready``; its exit status, its whole
+    output and the seconds it took to exit after the signal."""
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    sent = threading.Event()
+    signalled_at = [0.0]
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if not sent.is_set() and ready(line):
+                signalled_at[0] = time.monotonic()
+                os.kill(process.pid, signal.SIGTERM)
+                sent.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        status = process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    reader.join(timeout=10)
+    assert sent.is_set(), "the stage ended before the moment to stop it came:\n" + "".join(lines)
+    return status, "".join(lines), time.monotonic() - signalled_at[0]
+
+
+def assert_stopped_cleanly(status: int, output: str, took: float, stage: str) -> None:
+    assert status == 128 + signal.SIGTERM, output
+    assert output.strip().splitlines()[-1] == f"python -m flows.{stage}: stopped by SIGTERM", output
+    assert took < STOP_WITHIN, f"{took:.1f} s from SIGTERM to exit"
+
+
+def test_sigterm_stops_prepare_cleanly_and_the_rerun_writes_the_same_tables(
+    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    out = tmp_path / "synthetic"
+    command = [sys.executable, "-m", "flows.prepare", *prepare_argv(tiny_dataset, out)]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    before = tree_bytes(out)
+    # read, not yet written: the tables task runs next
+    status, output, took = sigterm_when(command, lambda line: "Read " in line and " captions (" in line, env)
+    assert_stopped_cleanly(status, output, took, "prepare")
+    assert tree_bytes(out) == before and hidden(tmp_path) == []
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert tree_bytes(out) == before and hidden(tmp_path) == []
+
+
+def test_sigterm_stops_train_retrieval_mid_training_and_the_rerun_completes(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    tree = tiny_params_tree()
+    tree["retrieval"]["replicates"] = 2
+    params = write_params(tmp_path / "params.yaml", tree)
+    out, metrics = tmp_path / "san-mmt_f-all", tmp_path / "san-mmt_f-all.json"
+    command = [
+        sys.executable,
+        "-m",
+        "flows.train_retrieval",
+        *flags(
+            params=params,
+            model="san",
+            variant="mmt_f",
+            role="all",
+            augmented=trained / "augmented",
+            store=trained / "features" / "compact",
+            word_vectors=REPO / "data/raw/word-vectors",
+            queries=trained / "queries",
+            out=out,
+            metrics=metrics,
+        ),
+    ]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    before, metrics_before = tree_bytes(out), metrics.read_bytes()
+
+    def training_started(line: str) -> bool:
+        return any(tmp_path.glob(".san-mmt_f-all.*.tmp"))  # its output folder is being written
+
+    status, output, took = sigterm_when(command, training_started, env)
+    assert_stopped_cleanly(status, output, took, "train_retrieval")
+    assert tree_bytes(out) == before and metrics.read_bytes() == metrics_before
+    assert hidden(tmp_path) == []
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert (out / "model.safetensors").read_bytes() == before["model.safetensors"]
+    assert hidden(tmp_path) == []
+
+
+def test_disk_full_while_train_retrieval_writes_its_model(
+    trained: Path,
+    tiny_dataset: TinyDataset,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from common import checkpoints
+    from flows import train_retrieval
+    from tests.unit.common.test_hostile_faults import safetensors_fault
+
+    out, metrics = tmp_path / "san-none-all", tmp_path / "san-none-all.json"
+    argv = flags(
+        params=tiny_dataset.params,
+        model="san",
+        variant="none",
+        role="all",
+        augmented=trained / "augmented",
+        store=trained / "features" / "compact",
+        word_vectors=REPO / "data/raw/word-vectors",
+        queries=trained / "queries",
+        out=out,
+        metrics=metrics,
+    )
+    with monkeypatch.context() as patch:
+        fail_on_call(patch, checkpoints, "save_file", safetensors_fault(errno.ENOSPC))
+        with pytest.raises(SystemExit) as stopped:
+            train_retrieval.main(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stopped.value.code == 2
+    assert last.startswith("python -m flows.train_retrieval: error: cannot write ") and last.endswith(NO_SPACE), last
+    assert f"{out}/" in last and ".tmp" not in last, last
+    assert not out.exists() and not metrics.exists() and hidden(tmp_path) == []
+    train_retrieval.main(argv)
+    assert (out / "model.safetensors").is_file() and metrics.is_file() and hidden(tmp_path) == []
