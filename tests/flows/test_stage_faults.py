@@ -97,7 +97,7 @@ def sigterm_when(command: list[str], ready: Callable[[str], bool], env: dict[str
 def assert_stopped_cleanly(status: int, output: str, took: float, stage: str) -> None:
     assert status == 128 + signal.SIGTERM, output
     assert output.strip().splitlines()[-1] == f"python -m flows.{stage}: stopped by SIGTERM", output
-    assert took < STOP_WITHIN, f"{took:.1f} s from SIGTERM to exit"
+    assert took < STOP_WITHIN, f"{took:.1f} s from SIGTERM to exit:\n{output}"
 
 
 def test_sigterm_stops_prepare_cleanly_and_the_rerun_writes_the_same_tables(
