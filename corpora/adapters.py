@@ -19,8 +19,9 @@ from corpora.multi30k import Multi30kConfig, discover_languages, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
 
-# reader(config, source, image_root, languages, dataset): image_root None leaves image sizes null
-Reader = Callable[[Any, Path, Path | None, Languages, str], Corpus]
+# reader(config, source, image_root, languages, dataset, outside_allowed): image_root None leaves image sizes null;
+# outside_allowed lets image paths lead out of image_root (prepare.images_outside_root)
+Reader = Callable[[Any, Path, Path | None, Languages, str, bool], Corpus]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Adapter:
 
 
 def _read_multi30k(
-    config: Multi30kConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: Multi30kConfig, source: Path, images: Path | None, languages: Languages, dataset: str, outside: bool
 ) -> Corpus:
     # every language the source holds, the pivot first: naming another target in params.yaml must not rerun prepare
     found = discover_languages(source, splits=config.splits, tasks=config.tasks, tokenized=config.tokenized)
@@ -44,11 +45,12 @@ def _read_multi30k(
         tasks=config.tasks,
         tokenized=config.tokenized,
         eval_sets=config.eval_sets,
+        outside_allowed=outside,
     )
 
 
 def _read_karpathy(
-    config: KarpathyConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: KarpathyConfig, source: Path, images: Path | None, languages: Languages, dataset: str, outside: bool
 ) -> Corpus:
     return read_karpathy(
         source,
@@ -57,11 +59,12 @@ def _read_karpathy(
         lang=languages.pivot,
         captions_per_image=config.captions_per_image,
         restval=config.restval,
+        outside_allowed=outside,
     )
 
 
 def _read_scan(
-    config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages, dataset: str
+    config: ScanCaptionsConfig, source: Path, images: Path | None, languages: Languages, dataset: str, outside: bool
 ) -> Corpus:
     return read_scan_captions(
         source,
@@ -69,11 +72,14 @@ def _read_scan(
         dataset=dataset,
         lang=languages.pivot,
         captions_per_image=config.captions_per_image,
+        outside_allowed=outside,
     )
 
 
-def _read_hf(config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str) -> Corpus:
-    return read_hf(str(source), config, image_root=images, dataset=dataset)
+def _read_hf(
+    config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str, outside: bool
+) -> Corpus:
+    return read_hf(str(source), config, image_root=images, dataset=dataset, outside_allowed=outside)
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -85,9 +91,17 @@ ADAPTERS: dict[str, Adapter] = {
 
 
 def read_corpus(
-    format: str, config: object, source: Path, *, image_root: Path | None, languages: Languages, dataset: str
+    format: str,
+    config: object,
+    source: Path,
+    *,
+    image_root: Path | None,
+    languages: Languages,
+    dataset: str,
+    outside_allowed: bool = False,
 ) -> Corpus:
-    """Images and human captions of the dataset at ``source``, read by the adapter ``format``.
+    """Images and human captions of the dataset at ``source``, read by the adapter ``format`` (``outside_allowed``:
+    image paths may lead out of ``image_root``).
 
     Raises:
         ValueError: an unknown format (the known ones are listed).
@@ -98,4 +112,4 @@ def read_corpus(
     adapter = ADAPTERS[format]
     if not isinstance(config, adapter.config_type):
         raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")
-    return adapter.read(config, source, image_root, languages, dataset)
+    return adapter.read(config, source, image_root, languages, dataset, outside_allowed)

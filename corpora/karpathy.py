@@ -58,6 +58,7 @@ def read_karpathy(
     lang: str = "en",
     captions_per_image: int | None = 5,
     restval: Literal["train", "drop"] = "train",
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Read a Karpathy split file into a validated images + captions corpus.
 
@@ -69,6 +70,7 @@ def read_karpathy(
         captions_per_image: Keep the first N captions of each image (an image with fewer is an error);
             None keeps all of them.
         restval: "train" adds the restval images to train (the usual COCO setup); "drop" leaves them out.
+        outside_allowed: Image paths may lead out of ``image_root`` (``prepare.images_outside_root``).
 
     Raises:
         InputError: invalid JSON, a missing field, an unknown split, too few or empty captions, a duplicate
@@ -87,7 +89,9 @@ def read_karpathy(
         if split is not None:
             listed.append(_listed_image(entry, split, where))
             texts.append(_captions(entry, captions_per_image, where))
-    return comparable_corpus(listed, texts, image_root=image_root, dataset=dataset, lang=lang)
+    return comparable_corpus(
+        listed, texts, image_root=image_root, dataset=dataset, lang=lang, outside_allowed=outside_allowed
+    )
 
 
 def _load_entries(json_path: Path) -> list[dict[str, Any]]:
@@ -121,6 +125,8 @@ def _canonical_split(split: str, restval: str, where: str) -> str | None:
 
 def _listed_image(entry: dict[str, Any], split: str, where: str) -> ListedImage:
     filename = _field(entry, "filename", str, where)
+    if "/" in filename:  # the folder part is `filepath`'s; a slash here could name any file
+        raise InputError(f"{where}: filename {filename!r} is a path, not a file name (the folder goes in 'filepath')")
     path = f"{_field(entry, 'filepath', str, where)}/{filename}" if "filepath" in entry else filename
     image_id = str(_field(entry, "cocoid", int, where)) if "cocoid" in entry else Path(filename).stem
     return ListedImage(image_id=image_id, path=path, split=split, where=f"{where} ({filename})")

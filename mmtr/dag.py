@@ -315,7 +315,15 @@ def _prepare(c: _Context, pipeline: Pipeline) -> None:
             Stage(
                 f"python -m flows.prepare {p} --corpus {name} --out {paths.prepared}/{name}",
                 prepare_reads(params, name),
-                ("languages.pivot", "prepare.read_image_sizes", f"prepare.{corpus.format}", f"corpora.{name}"),
+                (
+                    "languages.pivot",
+                    "prepare.read_image_sizes",
+                    # the later stages that open images read it too, but it only refuses or allows, never changes
+                    # their outputs: prepare rerunning (and refusing) when it is turned off is enough
+                    "prepare.images_outside_root",
+                    f"prepare.{corpus.format}",
+                    f"corpora.{name}",
+                ),
                 outs=(f"{paths.prepared}/{name}",),
             ),
             key=name,

@@ -48,6 +48,7 @@ class CorpusSource:
     path: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
     image_root: str | None  # the image folder the image sizes are read from; None: sizes are not read
     dataset: str  # the name written to the images table's `dataset` column
+    outside_allowed: bool = False  # image paths may lead out of image_root (prepare.images_outside_root)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
@@ -56,7 +57,13 @@ def read_captioned_images(source: CorpusSource, config: object, languages: Langu
     from ``source.image_root``)."""
     image_root = Path(source.image_root) if source.image_root else None
     corpus = read_corpus(
-        source.format, config, Path(source.path), image_root=image_root, languages=languages, dataset=source.dataset
+        source.format,
+        config,
+        Path(source.path),
+        image_root=image_root,
+        languages=languages,
+        dataset=source.dataset,
+        outside_allowed=source.outside_allowed,
     )
     get_run_logger().info(
         "Read %d images and %d captions (%s format) from %s",
