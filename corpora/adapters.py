@@ -20,9 +20,10 @@ from corpora.multi30k import Multi30kConfig, discover_languages, read_multi30k
 from corpora.prepared import Corpus
 from corpora.scan_captions import ScanCaptionsConfig, read_scan_captions
 
-# reader(config, source, image_root, languages, dataset, text): image_root None leaves image sizes null; text cleans
-# (and counts what it removed from) every caption
-Reader = Callable[[Any, Path, Path | None, Languages, str, TextCleaner], Corpus]
+# reader(config, source, image_root, languages, dataset, text, outside_allowed): image_root None leaves image sizes
+# null; text cleans (and counts what it removed from) every caption; outside_allowed lets image paths lead out of
+# image_root (prepare.images_outside_root)
+Reader = Callable[[Any, Path, Path | None, Languages, str, TextCleaner, bool], Corpus]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ def _read_multi30k(
     languages: Languages,
     dataset: str,
     text: TextCleaner,
+    outside: bool,
 ) -> Corpus:
     # every language the source holds, the pivot first: naming another target in params.yaml must not rerun prepare
     found = discover_languages(source, splits=config.splits, tasks=config.tasks, tokenized=config.tokenized)
@@ -52,6 +54,7 @@ def _read_multi30k(
         tokenized=config.tokenized,
         eval_sets=config.eval_sets,
         text=text,
+        outside_allowed=outside,
     )
 
 
@@ -62,6 +65,7 @@ def _read_karpathy(
     languages: Languages,
     dataset: str,
     text: TextCleaner,
+    outside: bool,
 ) -> Corpus:
     return read_karpathy(
         source,
@@ -71,6 +75,7 @@ def _read_karpathy(
         captions_per_image=config.captions_per_image,
         restval=config.restval,
         text=text,
+        outside_allowed=outside,
     )
 
 
@@ -81,6 +86,7 @@ def _read_scan(
     languages: Languages,
     dataset: str,
     text: TextCleaner,
+    outside: bool,
 ) -> Corpus:
     return read_scan_captions(
         source,
@@ -89,13 +95,20 @@ def _read_scan(
         lang=languages.pivot,
         captions_per_image=config.captions_per_image,
         text=text,
+        outside_allowed=outside,
     )
 
 
 def _read_hf(
-    config: HfConfig, source: Path, images: Path | None, languages: Languages, dataset: str, text: TextCleaner
+    config: HfConfig,
+    source: Path,
+    images: Path | None,
+    languages: Languages,
+    dataset: str,
+    text: TextCleaner,
+    outside: bool,
 ) -> Corpus:
-    return read_hf(str(source), config, image_root=images, dataset=dataset, text=text)
+    return read_hf(str(source), config, image_root=images, dataset=dataset, text=text, outside_allowed=outside)
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -115,9 +128,11 @@ def read_corpus(
     languages: Languages,
     dataset: str,
     text: TextCleaner | None = None,
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Images and human captions of the dataset at ``source``, read by the adapter ``format``, every caption cleaned
-    by ``text`` (default: NFC, control characters refused).
+    by ``text`` (default: NFC, control characters refused); ``outside_allowed``: image paths may lead out of
+    ``image_root``.
 
     Raises:
         ValueError: an unknown format (the known ones are listed).
@@ -128,4 +143,4 @@ def read_corpus(
     adapter = ADAPTERS[format]
     if not isinstance(config, adapter.config_type):
         raise TypeError(f"format {format} takes a {adapter.config_type.__name__}, got {type(config).__name__}")
-    return adapter.read(config, source, image_root, languages, dataset, text or TextCleaner())
+    return adapter.read(config, source, image_root, languages, dataset, text or TextCleaner(), outside_allowed)

@@ -24,6 +24,9 @@ class PrepareConfig:
 
     Attributes:
         read_image_sizes: Open every image header for width/height (false: text-only, sizes null).
+        images_outside_root: Image paths from the data files (and symbolic links in the image folder) may lead out
+            of the corpus's image folder; false refuses them naming the file and line. Read by every stage that
+            opens images (prepare, features, export, report).
         multi30k: Settings of the multi30k adapter.
         karpathy: Settings of the karpathy adapter.
         scan: Settings of the scan adapter.
@@ -33,6 +36,7 @@ class PrepareConfig:
     """
 
     read_image_sizes: bool = True
+    images_outside_root: bool = False
     multi30k: Multi30kConfig = field(default_factory=Multi30kConfig)
     karpathy: KarpathyConfig = field(default_factory=KarpathyConfig)
     scan: ScanCaptionsConfig = field(default_factory=ScanCaptionsConfig)

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,10 +137,17 @@ class _EmbeddedImages:
 
 
 def read_hf(
-    source: str, config: HfConfig, *, image_root: Path | None, dataset: str, text: TextCleaner | None = None
+    source: str,
+    config: HfConfig,
+    *,
+    image_root: Path | None,
+    dataset: str,
+    text: TextCleaner | None = None,
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Read the dataset at ``source`` (a folder, or an id in ``config.cache_dir``) into a validated corpus, every
-    caption cleaned by ``text`` (default: NFC, control characters refused).
+    caption cleaned by ``text`` (default: NFC, control characters refused); ``outside_allowed``: the image path column
+    may lead out of ``image_root``.
 
     Raises:
         InputError: the dataset cannot be read, a named column is missing or of the wrong type, a row has an empty
@@ -162,7 +170,8 @@ def read_hf(
             raise InputError(
                 f"{where}: no rows in the splits {sorted(config.splits.values())} (found {sorted(loaded)})"
             )
-    table = build_images_table([image.listed for image in images.values()], image_root=image_root, dataset=dataset)
+    listed = [image.listed for image in images.values()]
+    table = build_images_table(listed, image_root=image_root, dataset=dataset, outside_allowed=outside_allowed)
     return Corpus(images=table, captions=captions.table(table))
 
 
@@ -289,8 +298,13 @@ def _file_name(image_id: str, stored: str, data: bytes | None, at: str) -> str:
     suffix = Path(stored).suffix.lower()
     if not suffix:
         try:
-            with Image.open(io.BytesIO(data or b"")) as image:
-                suffix = PIL_SUFFIX.get(str(image.format), f".{str(image.format).lower()}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(io.BytesIO(data or b"")) as image:
+                    suffix = PIL_SUFFIX.get(str(image.format), f".{str(image.format).lower()}")
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
+            reason = f"too many pixels, a possible decompression bomb ({error})"
+            raise InputError(f"{at}: the embedded image: {reason}") from None
         except OSError as error:
             raise InputError(f"{at}: the embedded image is not readable ({error})") from None
     return f"{image_id}{suffix}"

@@ -46,8 +46,9 @@ import pyarrow.compute as pc
 
 from common.errors import InputError
 from common.files import atomic_dir, write_text
+from common.paths import inside_root
 from corpora.dataset_card import CardInfo, dataset_card
-from corpora.image_files import read_size
+from corpora.image_files import OUTSIDE_SETTING, read_size
 from corpora.tables import SPLITS, validate_captions, validate_images
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ def export_variant(
     with_images: bool = False,
     regions: RegionSource | None = None,
     source: str = "captions",
+    outside_allowed: bool = False,
 ) -> ExportSummary:
     """Write ``captions`` (one variant's canonical caption table) as a Hugging Face dataset folder at ``out_dir``
     (replaced as a whole, atomically); see the module docstring for the layout and columns.
@@ -110,6 +112,7 @@ def export_variant(
         with_images: Embed each caption's image file.
         regions: Add each caption's image's region features from this store.
         source: The captions' file, for error messages.
+        outside_allowed: Image paths may lead out of ``image_root`` (``prepare.images_outside_root``).
 
     Raises:
         InputError: an invalid table (naming ``source`` and the row), a caption whose image is not in ``images``,
@@ -119,7 +122,7 @@ def export_variant(
     validate_captions(captions, images=images, source=source)
     position = pc.index_in(captions.column("image_id"), value_set=images.column("image_id"))
     captions = captions.append_column("image_path", pc.take(images.column("path"), position))
-    root = _checked_image_root(captions, image_root, source) if with_images else None
+    root = _checked_image_root(captions, image_root, source, outside_allowed) if with_images else None
     if regions is not None:
         _check_regions(captions, regions)
     features = _features(with_images, regions)
@@ -157,13 +160,15 @@ def export_variant(
     return ExportSummary(summary, tuple(features))
 
 
-def _checked_image_root(captions: pa.Table, image_root: str | Path | None, source: str) -> Path:
+def _checked_image_root(captions: pa.Table, image_root: str | Path | None, source: str, outside_allowed: bool) -> Path:
     if image_root is None:
         raise InputError(f"{source}: exporting images needs the image folder")
     root = Path(image_root)
     if not root.is_dir():
         raise InputError(f"{root}: image folder not found")
     paths = pc.unique(captions.column("image_path")).to_pylist()
+    for path in paths:  # nothing outside the declared image folder is embedded (read and published)
+        inside_root(root, path, f"{source}: images table", outside_allowed=outside_allowed, setting=OUTSIDE_SETTING)
     missing = [path for path in paths if not (root / path).is_file()]
     if missing:
         raise InputError(

@@ -12,6 +12,10 @@ Three places are read (:func:`load_splits`):
   that had the network), read with the cache's own builder, which never goes online. An id that is not in the
   cache is an error naming it.
 
+The files a folder names (the split folders of ``dataset_dict.json``, the data files of each ``state.json``) and the
+Parquet files found in it must stay inside it (:func:`~common.paths.inside_root`): a file that names
+``../elsewhere.arrow``, or a link that leads out, is refused naming the file and entry.
+
 ``datasets`` is imported inside the functions that use it, so importing this module stays cheap.
 """
 
@@ -25,6 +29,8 @@ from typing import Any
 import pyarrow as pa
 
 from common.errors import InputError
+from common.files import read_json
+from common.paths import inside_root
 from corpora.tables import read_parquet
 
 PARQUET_NAME = re.compile(r"^(?P<split>[A-Za-z0-9_]+?)(?:[-.].*)?\.parquet$")
@@ -47,7 +53,7 @@ def load_splits(source: str, *, cache_dir: Path | None = None) -> dict[str, pa.T
     for folder in (root / "data", root):
         files = sorted(folder.glob("*.parquet"))
         if files:
-            return _from_parquet(files)
+            return _from_parquet([inside_root(root, str(path.relative_to(root)), str(path)) for path in files])
     raise InputError(
         f"{root}: not a Hugging Face dataset folder (no dataset_dict.json or state.json of save_to_disk, "
         f"no data/*.parquet or *.parquet files)"
@@ -57,6 +63,7 @@ def load_splits(source: str, *, cache_dir: Path | None = None) -> dict[str, pa.T
 def _from_disk(root: Path) -> dict[str, pa.Table]:
     import datasets
 
+    _check_disk_files(root)
     try:
         loaded = datasets.load_from_disk(str(root))
     except (FileNotFoundError, ValueError, OSError) as error:
@@ -64,6 +71,29 @@ def _from_disk(root: Path) -> dict[str, pa.Table]:
     if isinstance(loaded, datasets.DatasetDict):
         return {str(name): _rows(dataset) for name, dataset in loaded.items()}
     return {str(loaded.split or "train"): _rows(loaded)}
+
+
+def _check_disk_files(root: Path) -> None:
+    """The split folders ``dataset_dict.json`` lists stay inside ``root``, the data files each ``state.json`` lists
+    inside its folder (where ``save_to_disk`` writes them); entries of the wrong type are left to ``load_from_disk``
+    to refuse."""
+    folders = [root]
+    listing = root / "dataset_dict.json"
+    if listing.is_file():
+        data = read_json(listing)
+        splits = data.get("splits") if isinstance(data, dict) else None
+        named = enumerate(splits if isinstance(splits, list) else [])
+        folders = [inside_root(root, name, f"{listing}: splits[{i}]") for i, name in named if isinstance(name, str)]
+    for folder in folders:
+        state = folder / "state.json"
+        if not state.is_file():
+            continue
+        data = read_json(state)
+        files = data.get("_data_files") if isinstance(data, dict) else None
+        for index, entry in enumerate(files if isinstance(files, list) else []):
+            name = entry.get("filename") if isinstance(entry, dict) else None
+            if isinstance(name, str):
+                inside_root(folder, name, f"{state}: _data_files[{index}]")
 
 
 def _from_parquet(files: list[Path]) -> dict[str, pa.Table]:

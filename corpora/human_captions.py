@@ -78,9 +78,11 @@ def comparable_corpus(
     image_root: Path | None,
     dataset: str,
     lang: str,
+    outside_allowed: bool = False,
 ) -> Corpus:
-    """Images and their comparable captions (``texts[i]`` describes ``listed[i]``), as a validated corpus."""
-    images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    """Images and their comparable captions (``texts[i]`` describes ``listed[i]``), as a validated corpus
+    (``outside_allowed``: image paths may lead out of ``image_root``)."""
+    images = build_images_table(listed, image_root=image_root, dataset=dataset, outside_allowed=outside_allowed)
     captions = HumanCaptions()
     for image, image_texts in zip(listed, texts, strict=True):
         for number, text in enumerate(image_texts, start=1):

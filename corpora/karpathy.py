@@ -60,6 +60,7 @@ def read_karpathy(
     captions_per_image: int | None = 5,
     restval: Literal["train", "drop"] = "train",
     text: TextCleaner | None = None,
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Read a Karpathy split file into a validated images + captions corpus.
 
@@ -72,6 +73,7 @@ def read_karpathy(
             None keeps all of them.
         restval: "train" adds the restval images to train (the usual COCO setup); "drop" leaves them out.
         text: Cleans every caption (default: NFC, control characters refused).
+        outside_allowed: Image paths may lead out of ``image_root`` (``prepare.images_outside_root``).
 
     Raises:
         InputError: invalid JSON, a missing field, an unknown split, too few or empty captions, a caption with a
@@ -91,7 +93,9 @@ def read_karpathy(
         if split is not None:
             listed.append(_listed_image(entry, split, where))
             texts.append(_captions(entry, captions_per_image, where, clean))
-    return comparable_corpus(listed, texts, image_root=image_root, dataset=dataset, lang=lang)
+    return comparable_corpus(
+        listed, texts, image_root=image_root, dataset=dataset, lang=lang, outside_allowed=outside_allowed
+    )
 
 
 def _load_entries(json_path: Path) -> list[dict[str, Any]]:
@@ -125,6 +129,8 @@ def _canonical_split(split: str, restval: str, where: str) -> str | None:
 
 def _listed_image(entry: dict[str, Any], split: str, where: str) -> ListedImage:
     filename = _field(entry, "filename", str, where)
+    if "/" in filename:  # the folder part is `filepath`'s; a slash here could name any file
+        raise InputError(f"{where}: filename {filename!r} is a path, not a file name (the folder goes in 'filepath')")
     path = f"{_field(entry, 'filepath', str, where)}/{filename}" if "filepath" in entry else filename
     image_id = str(_field(entry, "cocoid", int, where)) if "cocoid" in entry else Path(filename).stem
     return ListedImage(image_id=image_id, path=path, split=split, where=f"{where} ({shown(filename)})")

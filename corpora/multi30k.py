@@ -180,6 +180,7 @@ def read_multi30k(
     tokenized: bool = False,
     eval_sets: Mapping[str, Multi30kEvalSet] | None = None,
     text: TextCleaner | None = None,
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Read Multi30K-layout captions into a validated images + captions corpus.
 
@@ -194,6 +195,7 @@ def read_multi30k(
         eval_sets: Extra evaluation sets by name (split ``eval:<name>``); each needs caption files of at least
             one of ``languages``, the others are left out of it.
         text: Cleans every caption and contrastive sentence (default: NFC, control characters refused).
+        outside_allowed: Image paths may lead out of ``image_root`` (``prepare.images_outside_root``).
 
     Raises:
         InputError: a bad argument, a missing or inconsistent file, a line-count mismatch, a caption with a control
@@ -209,7 +211,7 @@ def read_multi30k(
         _locate_language(layout, {split: splits[split] for split in order}, lang, tasks, split_files)
     extra = {name: _read_eval_set(layout, name, spec, languages, tasks) for name, spec in (eval_sets or {}).items()}
     listed = [image for files in [*split_files.values(), *extra.values()] for image in files.images]
-    images = build_images_table(listed, image_root=image_root, dataset=dataset)
+    images = build_images_table(listed, image_root=image_root, dataset=dataset, outside_allowed=outside_allowed)
     clean = text or TextCleaner()
     captions = HumanCaptions()
     for split in order:

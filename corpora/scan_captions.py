@@ -55,6 +55,7 @@ def read_scan_captions(
     lang: str = "en",
     captions_per_image: int = 5,
     text: TextCleaner | None = None,
+    outside_allowed: bool = False,
 ) -> Corpus:
     """Read SCAN precomp caption files into a validated images + captions corpus.
 
@@ -65,6 +66,7 @@ def read_scan_captions(
         lang: The ISO 639-1 code of the captions.
         captions_per_image: Consecutive caption lines per image.
         text: Cleans every caption (default: NFC, control characters refused).
+        outside_allowed: Image ids (which are also the images' paths) may lead out of the image folder.
 
     Raises:
         InputError: a bad argument, a missing caption file, a caption count not divisible by
@@ -83,7 +85,9 @@ def read_scan_captions(
         split_images, split_groups = _read_split(Path(root), splits[split], split, captions_per_image, clean)
         listed += split_images
         groups += split_groups
-    return comparable_corpus(listed, groups, image_root=None, dataset=dataset, lang=lang)
+    return comparable_corpus(
+        listed, groups, image_root=None, dataset=dataset, lang=lang, outside_allowed=outside_allowed
+    )
 
 
 def _read_split(

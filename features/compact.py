@@ -33,6 +33,7 @@ from torch import nn
 from common.checks import check_not_empty, check_positive, check_range
 from common.errors import InputError
 from common.files import atomic_path, file_sha256
+from common.paths import inside_root
 from features.boxes import GivenBoxes
 from features.images import BadImageError, load_rgb
 from features.regions import ImageRegions
@@ -309,7 +310,11 @@ def builtin_training_set(root: Path) -> tuple[pa.Table, Path, Path]:
     for path in (listing, boxes):
         if not path.is_file():
             raise InputError(f"{path}: not found; the compact encoder trains on the built-in dataset in {root}")
-    names = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = enumerate(listing.read_text(encoding="utf-8").splitlines(), start=1)
+    named = [(number, line.strip()) for number, line in lines if line.strip()]
+    for number, name in named:
+        inside_root(root / "images", name, f"{listing}:{number}")
+    names = [name for _, name in named]
     images = pa.table({"image_id": [Path(name).stem for name in names], "path": names, "split": ["train"] * len(names)})
     return images, root / "images", boxes
 

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 
 from common.errors import InputError
 from common.files import file_sha256, file_stamp
+from common.paths import inside_root
 from common.runtime import Runtime
+from corpora.image_files import OUTSIDE_SETTING
 from features.bottom_up.detectron2_model import load_detectron2_detector, require_detectron2
 from features.bottom_up.extractor import BUTDExtractor
 from features.bottom_up.weights import load_detector
@@ -201,10 +203,30 @@ def _build_extractor(spec: ExtractorSpec, weights_stamp: tuple[int, int, int]) -
     return entry.build(spec)
 
 
-def image_jobs(images: pa.Table, images_root: Path, boxes_path: Path | None) -> list[ImageJob]:
-    """One job per prepared image, in table order, with its given boxes when a boxes file is used."""
+def image_jobs(
+    images: pa.Table,
+    images_root: Path,
+    boxes_path: Path | None,
+    *,
+    source: str = "images table",
+    outside_allowed: bool = False,
+) -> list[ImageJob]:
+    """One job per prepared image, in table order, with its given boxes when a boxes file is used.
+
+    Args:
+        images: The prepared images (id and path relative to ``images_root``).
+        images_root: The image folder.
+        boxes_path: The given boxes, or None.
+        source: Where ``images`` was read from, for error messages.
+        outside_allowed: Paths may lead out of ``images_root`` (``prepare.images_outside_root``).
+
+    Raises:
+        InputError: a path that leads out of ``images_root``, naming ``source`` and the image.
+    """
     given = read_given_boxes(boxes_path) if boxes_path else None
-    return [
-        ImageJob(image_id, str(images_root / path), None if given is None else given.of(image_id))
-        for image_id, path in zip(images.column("image_id").to_pylist(), images.column("path").to_pylist(), strict=True)
-    ]
+    jobs = []
+    for image_id, path in zip(images.column("image_id").to_pylist(), images.column("path").to_pylist(), strict=True):
+        where = f"{source}: image {image_id!r}"
+        file = inside_root(images_root, path, where, outside_allowed=outside_allowed, setting=OUTSIDE_SETTING)
+        jobs.append(ImageJob(image_id, str(file), None if given is None else given.of(image_id)))
+    return jobs

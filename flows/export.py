@@ -30,9 +30,16 @@ from tasks.export import export_caption_variant
 
 @flow(name="export", log_prints=True, persist_result=False)
 def export(
-    cards: dict[str, CardInfo], augmented: str, prepared: str, out: str, image_root: str | None, store: str | None
+    cards: dict[str, CardInfo],
+    augmented: str,
+    prepared: str,
+    out: str,
+    image_root: str | None,
+    store: str | None,
+    outside_allowed: bool = False,
 ) -> dict[str, dict[str, dict[str, int]]]:
-    """Write ``<out>/<variant>/`` for every variant of ``cards``; returns variant -> split -> language -> rows."""
+    """Write ``<out>/<variant>/`` for every variant of ``cards``; returns variant -> split -> language -> rows.
+    ``outside_allowed``: the embedded images' paths may lead out of ``image_root``."""
     images = read_images(Path(prepared) / "images.parquet")
     regions = FeatureStore.open(store) if store else None
     rows: dict[str, dict[str, dict[str, int]]] = {}
@@ -41,7 +48,9 @@ def export(
             captions = Path(augmented) / name
             if not captions.is_dir():
                 raise InputError(f"{captions}: folder not found (variant {name}: run the augment stage first)")
-            summary = export_caption_variant(str(captions), images, str(staged / name), card, image_root, regions)
+            summary = export_caption_variant(
+                str(captions), images, str(staged / name), card, image_root, regions, outside_allowed
+            )
             rows[name] = summary.rows
     # one row per language rather than a column each: the UI cuts tables off after eight columns
     table = [
@@ -144,7 +153,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         store = args.store if config.regions else None
         variant_cards = cards(params, args.corpus, args.synthetic)
         with tags(*run_tags("export")):
-            named(export, args.params)(variant_cards, args.augmented, args.prepared, args.out, image_root, store)
+            named(export, args.params)(
+                variant_cards,
+                args.augmented,
+                args.prepared,
+                args.out,
+                image_root,
+                store,
+                params.prepare.images_outside_root,
+            )
 
     run_stage(parser, argv, body)
 

@@ -41,6 +41,7 @@ class FeaturesPaths:
     work: str
     metrics: str  # the metrics JSON file
     detector_data: str | None = None  # the built-in dataset whose train split trains the compact encoder
+    images_outside_root: bool = False  # image paths may lead out of `images` (prepare.images_outside_root)
 
 
 @flow(name="features", log_prints=True, persist_result=False)
@@ -52,7 +53,7 @@ def features(config: FeaturesConfig, paths: FeaturesPaths, seed: int, runtime: R
         imported = import_features(config, list(paths.prepared), paths.inputs, paths.out)
         return _finish(config, paths, imported, started, [])
     boxes = paths.boxes if config.regions.mode == "given" else None
-    jobs = plan_image_jobs(list(paths.prepared), paths.images, boxes)
+    jobs = plan_image_jobs(list(paths.prepared), paths.images, boxes, paths.images_outside_root)
     images = read_shared_images(paths.prepared)
     detector_data = Path(paths.detector_data) if paths.detector_data else None
     inputs = ExtractionInputs(
@@ -137,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.work,
             args.metrics,
             args.detector_data,
+            params.prepare.images_outside_root,
         )
         runnable = named(features, args.params).with_options(task_runner=task_runner(params.runner))  # type: ignore[arg-type]
         with tags(*run_tags("features")):

@@ -19,7 +19,7 @@ from tasks.data import CorpusSource, publish_counts, read_captioned_images, writ
 @flow(name="prepare", log_prints=True, persist_result=False)
 def prepare(config: PrepareConfig, corpus: CorpusParams, languages: Languages, out: str) -> list[dict[str, object]]:
     image_root = corpus.images if config.read_image_sizes else None
-    source = CorpusSource(corpus.format, corpus.source, image_root, corpus.dataset)
+    source = CorpusSource(corpus.format, corpus.source, image_root, corpus.dataset, config.images_outside_root)
     read = read_captioned_images(source, config.adapter_config(corpus.format), languages, config.text)
     write_prepared_tables(read, out)
     counts = count_captions(read)

@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             diversity=args.diversity,
             round_trips=args.round_trips,
             translation=args.translation,
+            images_outside_root=params.prepare.images_outside_root,
         )
         with tags(*run_tags("report")):
             runs = params.retrieval.run_names()

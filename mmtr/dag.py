@@ -319,6 +319,9 @@ def _prepare(c: _Context, pipeline: Pipeline) -> None:
                     "languages.pivot",
                     "prepare.read_image_sizes",
                     "prepare.text",
+                    # the later stages that open images read it too, but it only refuses or allows, never changes
+                    # their outputs: prepare rerunning (and refusing) when it is turned off is enough
+                    "prepare.images_outside_root",
                     f"prepare.{corpus.format}",
                     f"corpora.{name}",
                 ),

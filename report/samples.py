@@ -10,6 +10,7 @@ source, as in Multi30K's task 1), then the others, each group in caption-id orde
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common.errors import InputError
+from common.paths import inside_root
+from corpora.image_files import OUTSIDE_SETTING
 from corpora.prepared import read_prepared
 from report.markdown import literal
 from report.tables import arrow
@@ -51,7 +55,9 @@ class Example:
     human: str | None
 
 
-def differing_examples(synthesized: Sequence[Path], prepared: Path, images: Path, count: int) -> list[Example]:
+def differing_examples(
+    synthesized: Sequence[Path], prepared: Path, images: Path, count: int, *, outside_allowed: bool = False
+) -> list[Example]:
     """Up to ``count`` examples per target language (the order of ``synthesized``), chosen as the module says.
 
     Args:
@@ -59,6 +65,10 @@ def differing_examples(synthesized: Sequence[Path], prepared: Path, images: Path
         prepared: The target corpus's prepared folder (its human captions and image paths).
         images: The folder the image paths are relative to.
         count: Examples per target language.
+        outside_allowed: Image paths may lead out of ``images`` (``prepare.images_outside_root``).
+
+    Raises:
+        InputError: a sampled image's path leads out of ``images``, or the image cannot be read.
     """
     files = [path for path in synthesized if path.is_file()]
     if not files or count == 0:
@@ -81,7 +91,15 @@ def differing_examples(synthesized: Sequence[Path], prepared: Path, images: Path
             examples.append(
                 Example(
                     image_id=source["image_id"],
-                    png=thumbnail(images / paths[source["image_id"]]),
+                    png=thumbnail(
+                        inside_root(
+                            images,
+                            paths[source["image_id"]],
+                            f"{prepared / 'images.parquet'}: image {source['image_id']!r}",
+                            outside_allowed=outside_allowed,
+                            setting=OUTSIDE_SETTING,
+                        )
+                    ),
                     source_lang=source["lang"],
                     source=source["text"],
                     target_lang=target,
@@ -159,8 +177,15 @@ def thumbnail(path: Path, size: int = 160) -> bytes:
     """PNG bytes of the image at ``path``, fitted into ``size`` x ``size``."""
     from PIL import Image
 
-    with Image.open(path) as original:
-        image = original.convert("RGB")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as original:
+                image = original.convert("RGB")
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
+        raise InputError(f"{path}: too many pixels, a possible decompression bomb ({error})") from None
+    except OSError as error:
+        raise InputError(f"{path}: not a readable image ({error})") from None
     image.thumbnail((size, size))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")

@@ -49,6 +49,7 @@ class CorpusSource:
     path: str  # a Multi30K-layout folder, a Karpathy JSON file or a SCAN folder
     image_root: str | None  # the image folder the image sizes are read from; None: sizes are not read
     dataset: str  # the name written to the images table's `dataset` column
+    outside_allowed: bool = False  # image paths may lead out of image_root (prepare.images_outside_root)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2)
@@ -65,6 +66,7 @@ def read_captioned_images(source: CorpusSource, config: object, languages: Langu
         languages=languages,
         dataset=source.dataset,
         text=clean,
+        outside_allowed=source.outside_allowed,
     )
     if clean.removed:
         print(f"Removed {clean.removed} control characters from the captions (prepare.text.control_characters)")

@@ -30,10 +30,11 @@ def export_caption_variant(
     card: CardInfo,
     image_root: str | None,
     regions: RegionSource | None,
+    outside_allowed: bool = False,
 ) -> ExportSummary:
     """Read one variant's captions, every language (checked against ``images``), and write them to ``out_dir`` as a
-    Hugging Face dataset folder; with ``image_root`` the image files are embedded, with ``regions`` their region
-    features."""
+    Hugging Face dataset folder; with ``image_root`` the image files are embedded (their paths inside it unless
+    ``outside_allowed``), with ``regions`` their region features."""
     captions = read_caption_variant(variant_dir, images=images)
     summary = export_variant(
         captions,
@@ -44,6 +45,7 @@ def export_caption_variant(
         with_images=image_root is not None,
         regions=regions,
         source=variant_dir,
+        outside_allowed=outside_allowed,
     )
     rows = {split: sum(counts.values()) for split, counts in summary.rows.items()}
     get_run_logger().info(

@@ -33,11 +33,15 @@ from tasks import named_by, progress_artifact
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def plan_image_jobs(prepared: list[str], images_root: str, boxes_path: str | None) -> list[ImageJob]:
+def plan_image_jobs(
+    prepared: list[str], images_root: str, boxes_path: str | None, outside_allowed: bool = False
+) -> list[ImageJob]:
     """One job per image of the prepared corpora (each image once, in order of first appearance), with its given
-    boxes when a boxes file is used."""
+    boxes when a boxes file is used; every path stays inside ``images_root`` unless ``outside_allowed``."""
     images = read_shared_images(prepared)
-    jobs = image_jobs(images, Path(images_root), Path(boxes_path) if boxes_path else None)
+    source = ", ".join(f"{folder}/images.parquet" for folder in prepared)
+    boxes = Path(boxes_path) if boxes_path else None
+    jobs = image_jobs(images, Path(images_root), boxes, source=source, outside_allowed=outside_allowed)
     get_run_logger().info("Planned %d images from %s", len(jobs), ", ".join(prepared))
     return jobs
 

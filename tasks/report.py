@@ -43,6 +43,7 @@ class ReportInputs:
     diversity: str  # augment's metrics file: token types and bigrams per variant
     round_trips: str  # synthesize's metrics folder: <target>.json, the round trips that changed their source
     translation: str  # train_mmt's metrics folder: <system>.json (test scores), mmt-vs-mt-<src>-<tgt>.json (bootstrap)
+    images_outside_root: bool = False  # sampled image paths may lead out of `images` (prepare.images_outside_root)
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -92,7 +93,9 @@ def write_report(
     systems, comparisons = read_translation(Path(inputs.translation))
     pivot = context.pivot
     synthesized = [Path(path) for path in inputs.synthesized]
-    examples = differing_examples(synthesized, Path(inputs.prepared), Path(inputs.images), samples)
+    examples = differing_examples(
+        synthesized, Path(inputs.prepared), Path(inputs.images), samples, outside_allowed=inputs.images_outside_root
+    )
     sections = [
         *translation_markdown(systems, pivot),
         *comparison_markdown(comparisons, pivot),
