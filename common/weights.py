@@ -114,19 +114,34 @@ def file_version(path: Path) -> str:
     return f"{path.resolve()}|{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
-def pickle_refusal(path: object, error: BaseException, what: str) -> InputError:
-    """The one-line error for a pickle-capable file that ``torch.load(weights_only=True)`` refused or could not
-    read: what in it was refused (the global the restricted unpickler would not build) and what to do."""
+def refused_global(error: BaseException) -> str | None:
+    """What ``torch.load(weights_only=True)`` refused to build (``Unsupported global: GLOBAL builtins.eval ...``);
+    None for any other error (a corrupt or foreign file)."""
+    if not isinstance(error, pickle.UnpicklingError):
+        return None
+    named = [line.strip() for line in str(error).splitlines() if "GLOBAL" in line]
+    # torch's line names the global, then suggests allowing it: the name alone is the reason
+    return named[0].removeprefix("WeightsUnpickler error: ").split(". ")[0].rstrip(".") if named else None
+
+
+def error_reason(error: BaseException) -> str:
+    """One line of ``error``: past torch's generic first line (``Weights only load failed...``) and its pointer to
+    the documentation, up to the first sentence's end."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if isinstance(error, pickle.UnpicklingError):
-        named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line or "unsupported" in line]
-        reason = (named or lines or [type(error).__name__])[0].rstrip(".")
+    specific = [line for line in lines if not line.startswith(("Weights only load failed", "Check the documentation"))]
+    return (specific or lines or [type(error).__name__])[0].split(". ")[0].rstrip(".")
+
+
+def pickle_refusal(path: object, error: BaseException, what: str) -> InputError:
+    """The one-line error for a pickle-capable file that ``torch.load(weights_only=True)`` refused (what it refused
+    and what to do) or could not read."""
+    refused = refused_global(error)
+    if refused is not None:
         return InputError(
-            f"{path}: refused to unpickle this {what}: {reason}; a pickle can run code when it is read, so only "
+            f"{path}: refused to unpickle this {what}: {refused}; a pickle can run code when it is read, so only "
             f"tensors, numbers, strings, lists and dicts are read from one: {CONVERT_HINT}"
         )
-    reason = (lines or [type(error).__name__])[0].rstrip(".")
-    return InputError(f"{path}: not a readable {what} ({type(error).__name__}: {reason})")
+    return InputError(f"{path}: not a readable {what} ({type(error).__name__}: {error_reason(error)})")
 
 
 def load_pickled(path: str | os.PathLike[str], *, what: str, map_location: Any = "cpu") -> Any:

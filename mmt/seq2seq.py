@@ -275,7 +275,7 @@ def load_model(folder: Path) -> PreTrainedModel:
             output_loading_info=True,
             ignore_mismatched_sizes=True,
         )
-    except pickle.UnpicklingError as error:
+    except (pickle.UnpicklingError, EOFError, OSError) as error:  # a refused pickle, a truncated or foreign file
         raise pickle_refusal(weights, error, "model weights file") from None
     finally:
         transformers_logging.set_verbosity(verbosity)
