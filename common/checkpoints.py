@@ -9,7 +9,8 @@ Both files are written atomically, the weights first, and reproducibly: the same
 same bytes (safetensors lists the tensors in a fixed order with no time stamp; the JSON has sorted keys and ends
 with a newline). The JSON records the sha256 of the weights file, so a truncated or damaged weights file, or a
 pair that was not written together, is refused with an :class:`~common.files.InputError` naming the file.
-Loading maps the weights file into memory (``safetensors.torch.load_file``) instead of unpickling it.
+Loading maps the weights file into memory (``safetensors.torch.load_file``) instead of unpickling it, and refuses
+weights that hold NaN or infinity (scanned once per weights hash, :func:`common.weights.check_finite_once`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from common.errors import InputError
 from common.files import atomic_path, file_sha256, read_json, write_json
+from common.weights import check_finite_once, load_pickled
 
 PathLike = str | os.PathLike[str]
 WEIGHTS_SUFFIX, FIELDS_SUFFIX, LEGACY_SUFFIX = ".safetensors", ".json", ".pt"
@@ -105,11 +107,17 @@ def read_checkpoint(path: PathLike, *, device: torch.device, kind: str) -> tuple
 
     Raises:
         InputError: a missing file, one that is not valid JSON or not a safetensors (or ``.pt``) file, weights
-            that are not the ones the JSON was written with; the message names the file.
+            that are not the ones the JSON was written with, or that hold NaN or infinity; the message names the file.
     """
     files = checkpoint_files(path)
     if files.legacy:
-        return _read_legacy(files.weights, device=device, kind=kind), files
+        checkpoint = _read_legacy(files.weights, kind=kind)
+        tensors = checkpoint.get(TENSORS_KEY)
+        if isinstance(tensors, dict):
+            check_finite_once(files.weights, tensors, f"sha256:{file_sha256(files.weights)}")
+            if device.type != "cpu":
+                checkpoint[TENSORS_KEY] = {name: tensor.to(device) for name, tensor in tensors.items()}
+        return checkpoint, files
     if not files.weights.is_file():
         raise InputError(f"{files.weights}: {kind} not found")
     fields = read_fields(files, kind=kind)
@@ -123,6 +131,7 @@ def read_checkpoint(path: PathLike, *, device: torch.device, kind: str) -> tuple
         tensors = load_file(files.weights, device="cpu")  # memory-mapped
     except Exception as error:  # safetensors raises its own error types for a malformed file
         raise InputError(f"{files.weights}: not a readable {kind} ({error})") from error
+    check_finite_once(files.weights, tensors, f"sha256:{sha}")
     if device.type != "cpu":
         tensors = {name: tensor.to(device) for name, tensor in tensors.items()}
     return {**fields, TENSORS_KEY: tensors}, files
@@ -160,11 +169,16 @@ def update_fields(path: PathLike, fields: Mapping[str, Any], *, kind: str) -> No
     write_json(files.fields, {**fields, SHA_KEY: sha})
 
 
-def _read_legacy(path: Path, *, device: torch.device, kind: str) -> dict[str, Any]:
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
-    except Exception as error:  # torch raises several kinds for a file of another format
-        raise InputError(f"{path}: not a readable {kind} ({error})") from error
+def _read_legacy(path: Path, *, kind: str) -> dict[str, Any]:
+    """A ``.pt`` checkpoint on the CPU, read with the restricted loader; its ``state_dict`` must hold tensors only."""
+    checkpoint = load_pickled(path, what=kind)
     if not isinstance(checkpoint, dict):
         raise InputError(f"{path}: not a readable {kind} (it holds a {type(checkpoint).__name__}, not a dict)")
+    tensors = checkpoint.get(TENSORS_KEY)
+    if isinstance(tensors, dict):
+        others = sorted(
+            f"{name} ({type(value).__name__})" for name, value in tensors.items() if not isinstance(value, torch.Tensor)
+        )
+        if others:
+            raise InputError(f"{path}: {TENSORS_KEY} entries that are not tensors: {', '.join(others[:5])}")
     return checkpoint

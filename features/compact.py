@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,15 +31,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.checkpoints import (
+    FIELDS_SUFFIX,
+    LEGACY_SUFFIX,
+    TENSORS_KEY,
+    CheckpointFiles,
+    checkpoint_files,
+    read_checkpoint,
+    stored_files,
+    write_checkpoint,
+)
 from common.checks import check_not_empty, check_positive, check_range
 from common.errors import InputError
-from common.files import atomic_path, file_sha256
+from common.files import file_sha256
 from common.paths import inside_root
+from common.weights import check_fits
 from features.boxes import GivenBoxes
 from features.images import BadImageError, load_rgb
 from features.regions import ImageRegions
 
 logger = logging.getLogger(__name__)
+
+ENCODER_KIND = "compact encoder"
 
 
 @dataclass(frozen=True)
@@ -192,25 +206,46 @@ def train_encoder(
     return model.eval()
 
 
-def save_encoder(model: CompactRegionEncoder, path: str) -> None:
-    """Weights with their config and vocabularies; loadable with ``torch.load(weights_only=True)``."""
-    torch.save(
-        {
-            "config": asdict(model.config),
-            "objects": model.objects,
-            "attributes": model.attributes,
-            "state_dict": model.state_dict(),
-        },
-        path,
-    )
+def save_encoder(model: CompactRegionEncoder, path: str | Path) -> None:
+    """Weights with their config and vocabularies, as a checkpoint (:mod:`common.checkpoints`): ``<stem>.safetensors``
+    and ``<stem>.json``, written atomically; the same model gives the same bytes."""
+    fields = {"config": asdict(model.config), "objects": model.objects, "attributes": model.attributes}
+    write_checkpoint(path, model.state_dict(), fields)
 
 
-def load_encoder(path: str) -> CompactRegionEncoder:
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    config = CompactConfig(**{**checkpoint["config"], "widths": tuple(checkpoint["config"]["widths"])})
-    model = CompactRegionEncoder(config, checkpoint["objects"], checkpoint["attributes"])
-    model.load_state_dict(checkpoint["state_dict"])
+def load_encoder(path: str | Path) -> CompactRegionEncoder:
+    """The encoder saved by :func:`save_encoder` (its stem or one of its files).
+
+    Raises:
+        InputError: a missing or damaged file, a cache of the earlier pickle format (never unpickled), fields that
+            are not an encoder's, or weights that do not fit them (first parameters named) or are not finite.
+    """
+    checkpoint, files = _read_encoder(path)
+    config, objects, attributes = _encoder_fields(files.fields, checkpoint)
+    model = CompactRegionEncoder(config, objects, attributes)
+    check_fits(files.weights, checkpoint[TENSORS_KEY], model.state_dict(), f"the encoder {files.fields.name} describes")
+    model.load_state_dict(checkpoint[TENSORS_KEY])
     return model.eval()
+
+
+def _read_encoder(path: str | Path) -> tuple[dict[str, Any], CheckpointFiles]:
+    files = checkpoint_files(path)
+    if files.legacy:
+        raise InputError(
+            f"{files.weights}: a compact encoder of the earlier pickle format is never read; delete it (the features "
+            "stage trains the encoder again into a .safetensors/.json pair)"
+        )
+    return read_checkpoint(path, device=torch.device("cpu"), kind=ENCODER_KIND)
+
+
+def _encoder_fields(source: Path, checkpoint: dict[str, Any]) -> tuple[CompactConfig, list[str], list[str]]:
+    try:
+        stored = dict(checkpoint["config"])
+        config = CompactConfig(**{**stored, "widths": tuple(stored["widths"])})
+        objects, attributes = [str(name) for name in checkpoint["objects"]], [str(n) for n in checkpoint["attributes"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(f"{source}: not {ENCODER_KIND} fields ({type(error).__name__}: {error})") from None
+    return config, objects, attributes
 
 
 class CompactExtractor:
@@ -279,13 +314,13 @@ def labelled_glimpses(
     )
 
 
-def weights_sha256(path: str) -> str:
-    """sha256 of an encoder's config and tensors, not of the file (torch.save stamps a random id into it)."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    digest = hashlib.sha256(
-        json.dumps([checkpoint["config"], checkpoint["objects"], checkpoint["attributes"]]).encode()
-    )
-    for name, tensor in sorted(checkpoint["state_dict"].items()):
+def weights_sha256(path: str | Path) -> str:
+    """sha256 of an encoder's config, vocabularies and tensors (what its features depend on, in any file format)."""
+    checkpoint, files = _read_encoder(path)
+    config, objects, attributes = _encoder_fields(files.fields, checkpoint)
+    stored = {**asdict(config), "widths": list(config.widths)}
+    digest = hashlib.sha256(json.dumps([stored, objects, attributes]).encode())
+    for name, tensor in sorted(checkpoint[TENSORS_KEY].items()):
         digest.update(name.encode())
         digest.update(tensor.contiguous().numpy().tobytes())
     return digest.hexdigest()
@@ -340,10 +375,12 @@ def encoder_for(
             [asdict(preset.encoder), training, file_sha256(boxes.source), train.column("image_id").to_pylist(), pixels]
         ).encode()
     ).hexdigest()[:16]
-    checkpoint = work / "compact" / f"encoder-{key}.pt"
-    if checkpoint.is_file():
+    checkpoint = stored_files(work / "compact" / f"encoder-{key}").weights
+    if checkpoint.is_file() and checkpoint.with_suffix(FIELDS_SUFFIX).is_file():
         logger.info("Reusing the compact encoder trained earlier on the same inputs: %s", checkpoint)
         return checkpoint
+    if checkpoint.with_suffix(LEGACY_SUFFIX).is_file():  # removed by save_encoder, unread: a pickle can run code
+        logger.info("Training the compact encoder again: %s is of the earlier pickle format", checkpoint.stem + ".pt")
     objects = sorted({label for labels in boxes.labels.values() for label in labels})
     attributes = sorted({name for per_box in boxes.attributes.values() for names in per_box for name in names})
     examples = []
@@ -359,6 +396,5 @@ def encoder_for(
     logger.info("Training the compact encoder on %d boxes of %d train images", len(data.objects), train.num_rows)
     model = train_encoder(data, preset.encoder, preset.training, objects=objects, attributes=attributes, seed=seed)
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(checkpoint) as tmp:
-        save_encoder(model, str(tmp))
+    save_encoder(model, checkpoint)
     return checkpoint

@@ -18,6 +18,7 @@ import torch
 from common.checkpoints import CheckpointFiles, update_fields, write_checkpoint
 from common.checkpoints import read_checkpoint as read_checkpoint_files
 from common.errors import InputError
+from common.weights import check_fits
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 
 PathLike = str | os.PathLike[str]
@@ -87,9 +88,17 @@ def checkpoint_config(path: PathLike, checkpoint: dict[str, Any]) -> tuple[MMTCo
 
 
 def load_mmt(path: PathLike, *, device: torch.device) -> tuple[RegionalMMT, dict[str, Any]]:
-    """Rebuild the saved model on ``device`` in eval mode; returns it with the checkpoint's ``extra``."""
+    """Rebuild the saved model on ``device`` in eval mode; returns it with the checkpoint's ``extra``.
+
+    Raises:
+        InputError: the weights hold a parameter the config's model lacks, lack one it has, or one of another shape
+            (the first few of each named).
+    """
     checkpoint, files = _read(path, device=device)
     model = RegionalMMT(*checkpoint_config(files.fields, checkpoint))
+    # a config that disagrees with the weights (edited, or copied from another run) would otherwise end in
+    # load_state_dict's size-mismatch traceback
+    check_fits(files.weights, checkpoint["state_dict"], model.state_dict(), f"the model {files.fields.name} describes")
     model.load_state_dict(checkpoint["state_dict"])
     return model.to(device).eval(), checkpoint["extra"]
 
@@ -171,9 +180,7 @@ def load_pretrained_into(model: RegionalMMT, path: PathLike) -> list[str]:
         if name in given and given[name].shape != tensor.shape
     ]
     if problems:
-        raise InputError(
-            f"{files.weights}: the checkpoint does not fit this model's config:\n  " + "\n  ".join(problems)
-        )
+        raise InputError(f"{files.weights}: the checkpoint does not fit this model's config: " + "; ".join(problems))
     model.load_state_dict({**own, **given})
     match_visual_scale(model)
     return skipped

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from common.epoch_log import EpochLine, format_epoch, seconds_left
 from common.errors import InputError
+from common.weights import check_finite_once, file_version, fit_problems, pickle_refusal
 from mmt.seq2seq_languages import LanguageSetup, detect_family, language_setup
 
 # transformers takes seconds to import, and every stage imports the settings beside this module: the functions that
@@ -101,7 +102,7 @@ class Seq2SeqTranslator:
             InputError: ``path`` is not a local folder (e.g. a hub id), lacks config.json or weights, or holds a
                 family or language this backend cannot run.
         """
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         folder = check_model_folder(path)
         try:
@@ -112,8 +113,7 @@ class Seq2SeqTranslator:
         family = detect_family(folder, tokenizer)
         overrides = (language_codes or {}).get(family, {})
         languages = language_setup(family, tokenizer, src=src, tgt=tgt, overrides=overrides, folder=folder)
-        model = AutoModelForSeq2SeqLM.from_pretrained(str(folder), local_files_only=True, weights_only=True)
-        return cls(model, tokenizer, languages, name=name or folder.name, device=device)
+        return cls(load_model(folder), tokenizer, languages, name=name or folder.name, device=device)
 
     def translate(
         self,
@@ -245,6 +245,50 @@ def check_model_folder(path: str | os.PathLike[str]) -> Path:
         sharded = " (its weights are sharded: save the model as one file)" if any(folder.glob("*.index.json")) else ""
         raise InputError(f"{folder}: not a model folder, missing {', '.join(missing)}{sharded}")
     return folder
+
+
+def load_model(folder: Path) -> PreTrainedModel:
+    """The model of a checked model folder, refused unless its weights are exactly what config.json describes and
+    finite: transformers would initialise missing or mis-shaped parameters at random and drop unexpected ones, so a
+    config claiming more layers than the weights hold would translate with random layers. A ``pytorch_model.bin``
+    is read with the restricted unpickler (``weights_only``).
+
+    Raises:
+        InputError: names the folder, and the first few missing, unexpected or mis-shaped parameters; the tensor
+            holding NaN or infinity; or what the restricted unpickler refused, and how to convert the file.
+    """
+    import pickle
+
+    from transformers import AutoModelForSeq2SeqLM
+    from transformers.utils import logging as transformers_logging
+
+    weights = weights_file(folder)
+    assert weights is not None, "check_model_folder found the weights"
+    verbosity, bar = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()  # its load report lists what is refused below, over many lines
+    transformers_logging.disable_progress_bar()
+    try:
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(
+            str(folder),
+            local_files_only=True,
+            weights_only=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+        )
+    except (pickle.UnpicklingError, EOFError, OSError) as error:  # a refused pickle, a truncated or foreign file
+        raise pickle_refusal(weights, error, "model weights file") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bar:
+            transformers_logging.enable_progress_bar()
+    misshaped = {name: (tuple(stored), tuple(own)) for name, stored, own in info["mismatched_keys"]}
+    problems = fit_problems(info["missing_keys"], info["unexpected_keys"], misshaped)
+    if problems:
+        raise InputError(
+            f"{folder}: the weights in {weights.name} do not fit the model config.json describes: {'; '.join(problems)}"
+        )
+    check_finite_once(weights, model.state_dict(), file_version(weights))
+    return model
 
 
 def weights_file(folder: Path) -> Path | None:

@@ -385,10 +385,41 @@ def _train_seq2seq(request: SystemRequest) -> None:
     return None
 
 
-def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
-    return MMTTranslator.load(
+def _load_regional(folder: Path, store: FeatureStore | None, runtime: Runtime, *, multimodal: bool) -> Translator:
+    translator = MMTTranslator.load(
         folder, FINETUNE, regions=store, device=runtime.torch_device(), autocast=runtime.autocast()
     )
+    check_regional_backend(folder, translator.model, multimodal=multimodal, store=store)
+    return translator
+
+
+def trained_with_regions(model: RegionalMMT) -> bool:
+    """Whether ``model``'s weights were fine-tuned with image regions. Fine-tuning starts the region projection's
+    bias at exactly zero (:func:`~mmt.checkpoint.match_visual_scale`) and only a model that reads regions ever updates
+    it, so the weights tell it whatever a folder's metadata says."""
+    return bool(model.region_proj.bias.detach().abs().sum() > 0)
+
+
+def check_regional_backend(folder: Path, model: RegionalMMT, *, multimodal: bool, store: FeatureStore | None) -> None:
+    """Refuse a system folder whose ``system.json`` contradicts its weights: the text-only backend named for weights
+    fine-tuned with regions (it would translate them without their images), the multimodal one for weights that never
+    read regions, or a store of other region features than the weights were trained on.
+
+    Raises:
+        InputError: names system.json (or the store), the weights file and what each says.
+    """
+    weights = _finetuned(folder)
+    if trained_with_regions(model) != multimodal:
+        named, held = ("mmt", "never read image regions") if multimodal else ("text-only", "read image regions")
+        raise InputError(
+            f"{folder / SYSTEM_FILE}: names the {named} backend, but {weights.name} holds a model fine-tuned to "
+            f"{held}: retrain the system, or restore the folder's system.json"
+        )
+    if multimodal and store is not None and store.dim != model.shape.region_dim:
+        raise InputError(
+            f"{store.path}: region features of size {store.dim}, but {weights} was trained on features of size "
+            f"{model.shape.region_dim} (another extractor or store)"
+        )
 
 
 def _load_seq2seq(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
@@ -406,9 +437,21 @@ def _finetuned(folder: Path) -> Path:
 
 BACKENDS: dict[str, Backend] = {
     # the regional Bi-LSTM MMT of Huang et al. 2020 (section 3.1), reading each sentence's image regions
-    "mmt": Backend(True, True, functools.partial(_train_regional, multimodal=True), _load_regional, _finetuned),
+    "mmt": Backend(
+        True,
+        True,
+        functools.partial(_train_regional, multimodal=True),
+        functools.partial(_load_regional, multimodal=True),
+        _finetuned,
+    ),
     # the same model fine-tuned on the caption text alone (the paper's text-only MT rows)
-    "text-only": Backend(False, True, functools.partial(_train_regional, multimodal=False), _load_regional, _finetuned),
+    "text-only": Backend(
+        False,
+        True,
+        functools.partial(_train_regional, multimodal=False),
+        functools.partial(_load_regional, multimodal=False),
+        _finetuned,
+    ),
     # transformers' sequence-to-sequence models (OPUS-MT, NLLB, M2M100, mBART-50) you hold, or a small Marian
     # trained here
     "seq2seq": Backend(False, False, _train_seq2seq, _load_seq2seq, _seq2seq_weights),

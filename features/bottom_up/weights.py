@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from common.errors import InputError
+from common.weights import error_reason, pickle_refusal, refused_global
 from features.bottom_up import ops
 from features.bottom_up.model import BottomUpAttention, BUTDConfig
 
@@ -129,8 +130,10 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     else:
         try:
             loaded = torch.load(source, map_location="cpu", weights_only=True)
-        except Exception as error:  # weights_only refusals and corrupt files alike
-            raise CheckpointError(f"{source}: not a loadable torch checkpoint ({error})") from error
+        except Exception as error:  # weights_only's refusal of a global, or a corrupt file
+            if refused_global(error) is not None:
+                raise CheckpointError(str(pickle_refusal(source, error, "detector checkpoint"))) from error
+            raise CheckpointError(f"{source}: not a loadable torch checkpoint ({error_reason(error)})") from error
     state = loaded.get("model", loaded) if isinstance(loaded, dict) else loaded
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{source}: expected a dict of parameters, got {type(state).__name__}")

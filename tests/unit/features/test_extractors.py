@@ -50,6 +50,7 @@ from features.probe import label_columns, linear_probe, probe_store, region_rows
 from features.regions import AdaptiveRegions, FixedRegions, GivenRegions, ImageRegions, RegionConfig
 from features.store import FeatureStore, FeatureStoreWriter
 from tests.unit.features.test_importers import _tsv_rows, _write_tsv
+from tests.unit.pickle_payload import Payload
 
 GIVEN = RegionConfig(mode="given", max_count=3)
 TINY_PRESET = CompactPreset(
@@ -298,7 +299,8 @@ def test_compact_encoder_is_trained_on_the_train_boxes_alone(
     images, boxes_path, pixels = dataset
     config = FeaturesConfig(regions=GIVEN, compact=TINY_PRESET)
     path = EXTRACTORS["compact"].weights(config, _inputs(dataset, tmp_path, seed=5))  # type: ignore[union-attr]
-    assert path.parent == tmp_path / "compact" and path.name.startswith("encoder-") and path.suffix == ".pt"
+    assert path.parent == tmp_path / "compact" and path.name.startswith("encoder-") and path.suffix == ".safetensors"
+    assert path.with_suffix(".json").is_file()  # the config and vocabularies: no pickle-capable file
     boxes = read_given_boxes(boxes_path)
     train_ids = [
         image_id for image_id, split in zip(images["image_id"].to_pylist(), SPLITS, strict=True) if split == "train"
@@ -336,7 +338,33 @@ def test_compact_encoder_is_reused_for_the_same_inputs(
         more, boxes_path.parent / "images", read_given_boxes(boxes_path), TINY_PRESET, seed=0, work=tmp_path
     )
     assert again == first and first.stat().st_mtime_ns == stamp
-    assert list((tmp_path / "compact").iterdir()) == [first]
+    assert sorted((tmp_path / "compact").iterdir()) == [first.with_suffix(".json"), first]
+
+
+def test_a_compact_encoder_cache_of_the_pickle_format_is_retrained_never_unpickled(
+    dataset: tuple[pa.Table, Path, dict[str, np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``encoder-<key>.pt`` of the earlier format (here tampered: unpickling it would run code) is neither read
+    nor kept: the encoder is trained again into the safetensors pair, and the weights are those of a clean run."""
+    images, boxes_path, _ = dataset
+    clean = encoder_for(
+        images, boxes_path.parent / "images", read_given_boxes(boxes_path), TINY_PRESET, seed=0, work=tmp_path / "a"
+    )
+    work = tmp_path / "b"
+    planted = work / "compact" / clean.with_suffix(".pt").name
+    planted.parent.mkdir(parents=True)
+    ran = tmp_path / "payload-ran"
+    torch.save({"config": Payload(ran)}, planted)
+
+    def no_unpickling(*args: object, **kwargs: object) -> None:
+        raise AssertionError("torch.load called on a cache file")
+
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    rebuilt = encoder_for(
+        images, boxes_path.parent / "images", read_given_boxes(boxes_path), TINY_PRESET, seed=0, work=work
+    )
+    assert rebuilt == work / "compact" / clean.name and not planted.exists() and not ran.exists()
+    assert rebuilt.read_bytes() == clean.read_bytes()
 
 
 @pytest.mark.parametrize("change", ["seed", "preset", "train images", "train pixels", "boxes"])
@@ -362,7 +390,8 @@ def test_compact_encoder_key_changes_with_its_inputs(
         pq.write_table(table.set_column(1, "x0", pa.array([0.0] * table.num_rows, pa.float32())), changed)
         boxes = read_given_boxes(changed)
     other = encoder_for(images, root, boxes, preset, seed=seed, work=tmp_path)
-    assert other != first and sorted((tmp_path / "compact").iterdir()) == sorted([first, other])
+    pairs = [path.with_suffix(suffix) for path in (first, other) for suffix in (".json", ".safetensors")]
+    assert other != first and sorted((tmp_path / "compact").iterdir()) == sorted(pairs)
 
 
 def test_compact_encoder_needs_labels_and_skips_bad_train_images(
