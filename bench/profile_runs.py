@@ -81,8 +81,9 @@ def run_metrics(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
             if isinstance(value, dict) and isinstance(value.get("rsum"), (int, float)):
                 spread = spreads.get(key, {}).get("rsum") if isinstance(spreads.get(key), dict) else None
                 entry[key] = {"rsum": value["rsum"], "std": spread}
-        seeds = metrics.get("seeds")
-        runs[path.stem] = {"sets": entry, "seeds": len(seeds) if isinstance(seeds, list) else 1}
+        notes = folder / f"{name}.notes.json"  # the seeds are a note beside the metrics, not a metric
+        seeds = read_json(notes).get("seeds") if notes.is_file() else None
+        runs[name] = {"sets": entry, "seeds": len(seeds) if isinstance(seeds, list) else 1}
     return runs
 
 

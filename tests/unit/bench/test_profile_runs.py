@@ -24,8 +24,9 @@ def test_run_metrics_reads_the_profiles_runs_rsum_spread_and_seeds(tmp_path: Pat
     folder = tmp_path / "retrieval"
     _write(
         folder / "san-mmt_f-pivot_test.json",
-        {"en": _scores(300.5), "std": {"en": {"rsum": 4.25}}, "seeds": [1, 2, 3]},
+        {"en": _scores(300.5), "std": {"en": {"rsum": 4.25}}},
     )
+    _write(folder / "san-mmt_f-pivot_test.notes.json", {"protocol": "full", "seeds": [1, 2, 3]})
     _write(folder / "san-none-pivot_test.json", {"en": _scores(280.0), "de": _scores(200.0)})
     _write(folder / "san-none-all.json", {"en": _scores(250.0)})  # a run made before the profile's
     dvc_yaml = tmp_path / "dvc.yaml"
