@@ -159,11 +159,11 @@ def translate(args: argparse.Namespace) -> None:
             f"{model_dir}: a multimodal system reads each sentence's image regions: give --store "
             f"(alone: the params' FeatureStore)"
         )
-    lines, listed_ids = _input_sentences(args.input, with_images=bool(args.store))  # bad input fails before loading
     store_path = args.store
     if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
         store_path = defaults.feature_store() if backend.multimodal else None
     store = FeatureStore.open(store_path) if store_path and backend.multimodal else None
+    lines, listed_ids = _input_sentences(args.input, with_images=bool(args.store))  # bad input fails before loading
     device = defaults.device(args.device)
     translator: Translator
     if checkpoint_stem(args.checkpoint).name != FINETUNE:  # another checkpoint of a regional system: pretrain
