@@ -56,6 +56,22 @@ def test_disk_full_while_prepare_writes_is_one_line_and_the_rerun_completes(
     assert tree_bytes(out) == before and hidden(tmp_path) == []
 
 
+def train_retrieval_argv(trained: Path, params: Path, variant: str, out: Path) -> list[str]:
+    """The arguments of `train_retrieval` for SAN on the trained fixture, role all; metrics beside ``out``."""
+    return flags(
+        params=params,
+        model="san",
+        variant=variant,
+        role="all",
+        augmented=trained / "augmented",
+        store=trained / "features" / "compact",
+        word_vectors=REPO / "data/raw/word-vectors",
+        queries=trained / "queries",
+        out=out,
+        metrics=out.with_name(f"{out.name}.json"),
+    )
+
+
 def sigterm_when(command: list[str], ready: Callable[[str], bool], env: dict[str, str]) -> tuple[int, str, float]:
     """Run ``command``, send it SIGTERM when a line of its output satisfies ``ready``; its exit status, its whole
     output and the seconds it took to exit after the signal."""
@@ -125,23 +141,7 @@ def test_sigterm_stops_train_retrieval_mid_training_and_the_rerun_completes(
     tree["retrieval"]["replicates"] = 2
     params = write_params(tmp_path / "params.yaml", tree)
     out, metrics = tmp_path / "san-mmt_f-all", tmp_path / "san-mmt_f-all.json"
-    command = [
-        sys.executable,
-        "-m",
-        "flows.train_retrieval",
-        *flags(
-            params=params,
-            model="san",
-            variant="mmt_f",
-            role="all",
-            augmented=trained / "augmented",
-            store=trained / "features" / "compact",
-            word_vectors=REPO / "data/raw/word-vectors",
-            queries=trained / "queries",
-            out=out,
-            metrics=metrics,
-        ),
-    ]
+    command = [sys.executable, "-m", "flows.train_retrieval", *train_retrieval_argv(trained, params, "mmt_f", out)]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
     before, metrics_before = tree_bytes(out), metrics.read_bytes()
@@ -170,18 +170,7 @@ def test_disk_full_while_train_retrieval_writes_its_model(
     from tests.unit.common.test_hostile_faults import safetensors_fault
 
     out, metrics = tmp_path / "san-none-all", tmp_path / "san-none-all.json"
-    argv = flags(
-        params=tiny_dataset.params,
-        model="san",
-        variant="none",
-        role="all",
-        augmented=trained / "augmented",
-        store=trained / "features" / "compact",
-        word_vectors=REPO / "data/raw/word-vectors",
-        queries=trained / "queries",
-        out=out,
-        metrics=metrics,
-    )
+    argv = train_retrieval_argv(trained, tiny_dataset.params, "none", out)
     with monkeypatch.context() as patch:
         fail_on_call(patch, checkpoints, "save_file", safetensors_fault(errno.ENOSPC))
         with pytest.raises(SystemExit) as stopped:
