@@ -390,8 +390,12 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
     mmt_settings = tuple(f"mmt.{f.name}" for f in dataclasses.fields(params.mmt) if f.name != "targets")
     for target in params.mmt.targets:
         directions = [f"{pivot}-{target}", f"{target}-{pivot}"]
-        systems = [f"{system}-{direction}" for system in ("mmt", "mt") for direction in directions]
-        measured = [f"{paths.metrics}/mmt/{name}" for name in (*systems, *(f"mmt-vs-mt-{d}" for d in directions))]
+        # the systems params.yaml trains (`mmt.systems`), the MMT's learning curves, MMT against MT when both are there
+        trained = [system for system in ("mmt", "mt") if system in params.mmt.systems]
+        systems = [f"{system}-{direction}" for system in trained for direction in directions]
+        compared = [f"mmt-vs-mt-{direction}" for direction in directions] if len(trained) == 2 else []
+        curves = [mmt_history(paths, direction) for direction in directions] if "mmt" in trained else []
+        measured = [f"{paths.metrics}/mmt/{name}" for name in (*systems, *compared)]
         pipeline.add(
             "train_mmt",
             Stage(
@@ -406,21 +410,20 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
                 ),
                 ("seed", "device", "precision", "distributed", "languages.pivot", *mmt_settings),
                 outs=tuple(f"{models}/{name}" for name in systems),
-                uncached=(
-                    *(f"{path}.notes.json" for path in measured),
-                    *(mmt_history(paths, direction) for direction in directions),
-                ),
+                uncached=(*(f"{path}.notes.json" for path in measured), *curves),
                 metrics=tuple(f"{path}.json" for path in measured),
             ),
             key=target,
         )
+        if not curves:
+            continue
         pipeline.plots.append(
             Plot(
                 f"mmt-{pivot}-{target}",
                 f"MMT {pivot}→{target} and {target}→{pivot}: validation BLEU (greedy) per training step, "
                 "pre-training then fine-tuning",
                 "step",
-                tuple((mmt_history(paths, direction), ("val_bleu",)) for direction in directions),
+                tuple((curve, ("val_bleu",)) for curve in curves),
                 "training step (pre-training, then fine-tuning)",
                 "validation BLEU (greedy)",
             )

@@ -184,6 +184,27 @@ def test_train_mmt_depends_on_its_pairs_held_folders_alone(tmp_path: Path) -> No
     assert stages["de"].deps[:2] == ("data/prepared/multi30k", "data/prepared/parallel/en-de.parquet")
 
 
+@pytest.mark.parametrize("systems", [["mmt", "mt"], ["mmt"], ["mt"]])
+def test_train_mmt_declares_the_systems_params_trains(systems: list[str]) -> None:
+    """`mmt.systems` decides the folders, metrics and curves the stage declares: DVC refuses an output it does not
+    find, so a system that is not trained must not be one (MULE's profile trains the MMT alone)."""
+    tree = real_tree()
+    tree["mmt"]["systems"] = systems
+    tree["retrieval"]["variants"] = ["none", *(f"{system}_f" for system in systems)]
+    if "mt" not in systems:
+        tree["retrieval"]["translate_search"]["languages"] = []  # it translates with the MT systems
+    params = parse_params(tree)
+    pipeline = build_pipeline(params)
+    stage = pipeline.groups["train_mmt"]["de"]
+    names = [f"{system}-{direction}" for system in systems for direction in ("en-de", "de-en")]
+    assert stage.outs == tuple(f"data/models/mmt/{name}" for name in names)
+    compared = ["mmt-vs-mt-en-de", "mmt-vs-mt-de-en"] if len(systems) == 2 else []
+    assert stage.metrics == tuple(f"data/metrics/mmt/{name}.json" for name in (*names, *compared))
+    curves = ["data/metrics/mmt/mmt-en-de.history.tsv", "data/metrics/mmt/mmt-de-en.history.tsv"]
+    assert [path for path in stage.uncached if path.endswith(".history.tsv")] == (curves if "mmt" in systems else [])
+    assert any(plot.id == "mmt-en-de" for plot in pipeline.plots) == ("mmt" in systems)
+
+
 def test_a_hugging_face_corpus_is_read_from_its_folder_or_its_cache_entry() -> None:
     tree = real_tree(hf=corpus("data/raw/my-dataset", "data/raw/my-dataset-images", "hf"))
     prepare = build_pipeline(parse_params(tree)).groups["prepare"]["hf"]
