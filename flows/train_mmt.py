@@ -12,8 +12,9 @@ the text-only system alone and needs no FeatureStore: the route for a corpus wit
 without `--store`).
 
 With `--work`, each fit of the regional model (pre-training, the MMT's and the text-only system's fine-tuning)
-keeps a resume state in `<work>/<system folder>/<checkpoint>.pt` after every epoch: a rerun after a kill continues
-from the last finished epoch and ends with the same outputs; the states are removed once the outputs are in place.
+keeps a resume state in `<work>/<system folder>/<checkpoint>.state.safetensors` after every epoch: a rerun after a
+kill continues from the last finished epoch and ends with the same outputs; the states are removed once the outputs
+are in place.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from mmt.config import SystemsConfig
-from mmt.pairs import direction_data
+from mmt.pairs import direction_data, require_splits
 from mmt.systems import TEXT_ONLY_REGION_DIM, clear_states
 from mmtr.params import Params, ParamsError
 from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
@@ -65,6 +66,8 @@ def train_mmt(
         jobs: list[DirectionJob] = []
         for src, tgt in ((pivot, target), (target, pivot)):
             data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
+            sources = {"parallel": f"{parallel}/{pivot}-{target}.parquet", "captions": f"{prepared}/captions.parquet"}
+            require_splits(data, direction=f"{src}->{tgt}", **sources)
             jobs.append(DirectionJob(src, tgt, data, config, staged, region_dim, seed, runtime))
         if parallel_directions and not joined():
             # two processes with half the CPU threads each: small LSTM steps use one core better than two

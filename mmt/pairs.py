@@ -78,6 +78,33 @@ def direction_data(corpus: Corpus, *, pivot: str, target: str, src: str, tgt: st
     return DirectionData(text, captions, contrastive)
 
 
+CORPUS_USE = {"train": "pre-training learns from it", "val": "pre-training selects its epoch by it"}
+CAPTION_USE = {
+    "train": "fine-tuning learns from it",
+    "val": "fine-tuning selects its epoch by it",
+    "test": "the systems are tested on it",
+}
+
+
+def require_splits(data: DirectionData, *, direction: str, parallel: str, captions: str) -> None:
+    """Every split the direction's training and test read holds pairs: an empty one would train on nothing, select
+    the epoch by a BLEU of no sentences or report a test score of none. ``parallel`` and ``captions`` name the
+    tables the pairs came from.
+
+    Raises:
+        InputError: the first empty split, the table it comes from and what needs it.
+    """
+    for split, use in CORPUS_USE.items():
+        if not data.corpus[split].src:
+            raise InputError(f"{parallel}: the {split} split is empty, but {use} ({direction})")
+    for split, use in CAPTION_USE.items():
+        if not data.captions[split].src:
+            raise InputError(
+                f"{captions}: no {direction} translation pairs in the {split} split, but {use} (each needs an image "
+                "with a translation caption in both languages)"
+            )
+
+
 def caption_pairs(captions: pa.Table, src: str, tgt: str, split: str, image_dependent: pa.Table | None = None) -> Pairs:
     """Translation captions (Multi30K task1 style) of ``split`` in both languages, joined on the image, with the
     image-dependent words of each target caption when ``image_dependent`` (:attr:`Corpus.image_dependent`) is given."""

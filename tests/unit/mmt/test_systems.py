@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import torch
 
@@ -29,7 +30,7 @@ from mmt.checkpoint import read_checkpoint
 from mmt.config import TEXT_ONLY_BACKENDS, Seq2SeqFinetuneConfig, Seq2SeqSettings, SystemsConfig
 from mmt.held_models import ORIGIN_FILE
 from mmt.model import MMTConfig
-from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, direction_data, examples
+from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, direction_data, examples, require_splits
 from mmt.seq2seq import Seq2SeqTranslator
 from mmt.systems import (
     BACKENDS,
@@ -146,6 +147,46 @@ def test_direction_data_orients_the_corpus() -> None:
 def test_direction_data_needs_the_pairs_parallel_corpus() -> None:
     with pytest.raises(InputError, match=r"^prepared tables: no parallel corpus en-fr\.parquet \(check paths"):
         direction_data(caption_corpus(), pivot="en", target="fr", src="en", tgt="fr")
+
+
+SOURCES = {"parallel": "prepared/parallel/en-de.parquet", "captions": "prepared/corpus/captions.parquet"}
+
+
+def test_every_split_training_reads_holds_pairs() -> None:
+    require_splits(
+        direction_data(caption_corpus(), pivot="en", target="de", src="de", tgt="en"), direction="de->en", **SOURCES
+    )
+
+
+def test_an_empty_validation_split_of_the_text_corpus_is_named() -> None:
+    corpus = caption_corpus()
+    table = corpus.parallel["en-de"]
+    corpus = dataclasses.replace(corpus, parallel={"en-de": table.filter(pc.not_equal(table["split"], "val"))})
+    data = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
+    with pytest.raises(InputError) as refused:
+        require_splits(data, direction="en->de", **SOURCES)
+    assert str(refused.value) == (
+        "prepared/parallel/en-de.parquet: the val split is empty, but pre-training selects its epoch by it (en->de)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("split", "use"), [("val", "fine-tuning selects its epoch by it"), ("test", "the systems are tested on it")]
+)
+def test_a_split_without_translation_pairs_is_named(split: str, use: str) -> None:
+    corpus = caption_corpus()
+    captions = corpus.captions
+    keep = pc.or_(pc.not_equal(captions["split"], split), pc.not_equal(captions["lang"], "de"))
+    data = direction_data(
+        dataclasses.replace(corpus, captions=captions.filter(keep)), pivot="en", target="de", src="en", tgt="de"
+    )
+    assert data.captions["train"].src  # only the split without German captions is empty
+    with pytest.raises(InputError) as refused:
+        require_splits(data, direction="en->de", **SOURCES)
+    assert str(refused.value) == (
+        f"prepared/corpus/captions.parquet: no en->de translation pairs in the {split} split, but {use} (each needs "
+        "an image with a translation caption in both languages)"
+    )
 
 
 def test_caption_pairs_join_translation_captions_on_the_image() -> None:
