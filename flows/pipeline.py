@@ -40,7 +40,7 @@ from common.files import write_json
 from mmtr import processes
 from mmtr.commit import git_commit
 from mmtr.dvc_yaml import update_dvc_yaml
-from mmtr.errors import ParamsError
+from mmtr.errors import user_errors
 from mmtr.stage import PIPELINE_RUN_ENV, run_tags
 from tasks import progress_artifact
 
@@ -275,20 +275,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--record", help="also write the stage table as JSON to this file")
     args = parser.parse_args(argv)
-    try:
+    # bad params, and a full disk or a read-only folder while the DAG or the record is written: one line, exit 2
+    with user_errors(parser.prog, debug=False):
         print(update_dvc_yaml(Path("params.yaml")), flush=True)  # the DAG the params give, before DVC reads it
-    except ParamsError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
-    try:
-        with processes.stop_signals():
-            pipeline(args.targets, args.force, args.single_item, args.record)
-    except RuntimeError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except processes.Stopped as stopped:
-        print(f"{parser.prog}: {stopped}; dvc repro and its stages have ended", file=sys.stderr)
-        raise SystemExit(stopped.exit_status) from None
+        try:
+            with processes.stop_signals():
+                pipeline(args.targets, args.force, args.single_item, args.record)
+        except RuntimeError as error:
+            print(f"{parser.prog}: error: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+        except processes.Stopped as stopped:
+            print(f"{parser.prog}: {stopped}; dvc repro and its stages have ended", file=sys.stderr)
+            raise SystemExit(stopped.exit_status) from None
 
 
 if __name__ == "__main__":
