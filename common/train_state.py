@@ -10,7 +10,9 @@ The file lives under ``paths.work`` (not versioned), never among a stage's DVC o
 what the run depends on (configuration, seed, data); a state with another fingerprint is ignored, with a log line
 that says so, because it belongs to another run. The trainer removes it once the run's outputs are written.
 
-Loading uses ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts only, never pickled code.
+The file is a safetensors file with the rest of the state as JSON in its metadata (:mod:`common.tensor_tree`):
+reading it never runs pickled code. A state of the earlier format (``<name>.pt``, a ``torch.save`` file) is not
+read; its run starts from epoch 1, and clearing removes it.
 """
 
 from __future__ import annotations
@@ -27,12 +29,29 @@ import numpy as np
 import torch
 
 from common.errors import InputError
-from common.files import atomic_path
+from common.tensor_tree import load_tree, save_tree
 
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 FINGERPRINT_KEY = "fingerprint"
+STATE_SUFFIX = ".state.safetensors"
+LEGACY_STATE_SUFFIX = ".pt"  # the earlier torch.save format: never read, removed with the current state
+
+
+def state_file(folder: Path, name: str) -> Path:
+    """Where the resume state ``name`` (``seed-0``, ``finetune``) lives in ``folder``."""
+    return folder / f"{name}{STATE_SUFFIX}"
+
+
+def remove_state(path: Path) -> None:
+    """Remove the state at ``path`` and one of the earlier format beside it."""
+    path.unlink(missing_ok=True)
+    legacy_state(path).unlink(missing_ok=True)
+
+
+def legacy_state(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(STATE_SUFFIX) + LEGACY_STATE_SUFFIX)
 
 
 def fingerprint(*parts: object) -> str:
@@ -46,7 +65,7 @@ class ResumePoint:
     """Where one training run keeps its state, and what it must match to be resumed.
 
     Attributes:
-        path: The state file (``<paths.work>/<stage>/<run>.pt``).
+        path: The state file (``<paths.work>/<stage>/<run>/<name>.state.safetensors``, :func:`state_file`).
         fingerprint: What the run depends on (:func:`fingerprint`); a stored state with another is not resumed.
     """
 
@@ -55,8 +74,7 @@ class ResumePoint:
 
     def save(self, state: dict[str, Any]) -> None:
         """Write ``state`` (plus the fingerprint) atomically: a kill during the write leaves the previous state."""
-        with atomic_path(self.path) as tmp:
-            torch.save({**state, FINGERPRINT_KEY: self.fingerprint}, tmp)
+        save_tree(self.path, {**state, FINGERPRINT_KEY: self.fingerprint})
 
     def load(self) -> dict[str, Any] | None:
         """The stored state, or None when there is none or it belongs to another run (logged).
@@ -66,13 +84,17 @@ class ResumePoint:
                 and how to start afresh.
         """
         if not self.path.is_file():
+            if legacy_state(self.path).is_file():
+                logger.info(
+                    "%s: resume state of the earlier pickle format, not read; starting from epoch 1",
+                    legacy_state(self.path),
+                )
             return None
         try:
-            state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises RuntimeError, pickle.UnpicklingError, EOFError, ...
+            state = load_tree(self.path)
+        except InputError as error:
             raise InputError(
-                f"{self.path}: unreadable resume state ({type(error).__name__}: {error}); delete it to start this "
-                "training from epoch 1"
+                f"unreadable resume state: {error}; delete it to start this training from epoch 1"
             ) from error
         if not isinstance(state, dict) or state.get(FINGERPRINT_KEY) != self.fingerprint:
             logger.info("%s: resume state of another configuration or data; starting from epoch 1", self.path)
@@ -81,7 +103,7 @@ class ResumePoint:
 
     def clear(self) -> None:
         """Remove the state (the run's outputs are written; nothing is left to resume)."""
-        self.path.unlink(missing_ok=True)
+        remove_state(self.path)
 
 
 def rng_state(generator: np.random.Generator | None = None) -> dict[str, Any]:

@@ -8,9 +8,9 @@ median/mean rank; translate-search when configured, on the queries `translate_qu
 query's rank per seed beside them (`<run>.ranks.npz`, for the report's paired tests). With
 `retrieval.replicates` > 1 it trains that many seeds and the metrics are their mean and std.
 
-With `--work`, each replicate keeps its training state in `<work>/<run>/seed-<seed>.pt` after every epoch: a run
-that is killed and rerun resumes from the last finished epoch (and returns a finished replicate's result at once);
-the states are removed once the outputs are in place.
+With `--work`, each replicate keeps its training state in `<work>/<run>/seed-<seed>.state.safetensors` after every
+epoch: a run that is killed and rerun resumes from the last finished epoch (and returns a finished replicate's
+result at once); the states are removed once the outputs are in place.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from common.errors import InputError
 from common.files import atomic_dir, remove_stale_temporaries
 from common.gpu_slots import slots_folder
 from common.runtime import Runtime
+from common.train_state import remove_state, state_file
 from corpora.languages import Languages
 from mmtr.params import Params
 from mmtr.stage import named, run_stage, run_tags, stage_parser
@@ -113,14 +114,14 @@ def train_retrieval(
 
 def state_path(work: str, run: str, seed: int) -> Path:
     """The resumable training state of replicate ``seed`` of ``run``."""
-    return Path(work) / run / f"seed-{seed}.pt"
+    return state_file(Path(work) / run, f"seed-{seed}")
 
 
 def clear_states(paths: Iterable[Path]) -> None:
     """Remove the training states of a run whose outputs are in place (and what a write killed midway left beside
     them), and their folder once it is empty."""
     for path in paths:
-        path.unlink(missing_ok=True)
+        remove_state(path)
         remove_stale_temporaries(path)
         with contextlib.suppress(OSError):  # another file in the folder: it stays
             path.parent.rmdir()

@@ -30,7 +30,7 @@ from common.distributed import gather_objects, is_writer, share
 from common.errors import InputError
 from common.files import file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
-from common.train_state import ResumePoint, fingerprint
+from common.train_state import STATE_SUFFIX, ResumePoint, fingerprint, state_file
 from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
 from mmt.config import SystemsConfig
@@ -207,16 +207,17 @@ def fit_system(
 
 
 def state_path(work: Path, checkpoint: Path) -> Path:
-    """The resume state of the fit that writes ``checkpoint``: ``<work>/<system folder>/<checkpoint>.pt``
-    (``mmt-en-de/finetune.pt``), named like the system folder, which is a staging copy while the stage runs."""
-    return work / checkpoint.parent.name / f"{checkpoint.name}.pt"
+    """The resume state of the fit that writes ``checkpoint``: ``<work>/<system folder>/<checkpoint>.state.safetensors``
+    (``mmt-en-de/finetune.state.safetensors``), named like the system folder, which is a staging copy while the stage
+    runs."""
+    return state_file(work / checkpoint.parent.name, checkpoint.name)
 
 
 def clear_states(work: Path, folders: Iterable[str]) -> None:
     """Remove the resume states of the system ``folders`` (their outputs are written: nothing is left to resume)."""
     for folder in folders:
-        for state in sorted((work / folder).glob("*.pt")):
-            state.unlink()
+        for state in sorted((work / folder).glob(f"*{STATE_SUFFIX}")) + sorted((work / folder).glob("*.pt")):
+            state.unlink()  # the current states and those of the earlier format
         if (work / folder).is_dir() and not any((work / folder).iterdir()):
             (work / folder).rmdir()
 

@@ -2,8 +2,9 @@
 
 For models whose image embedding does not depend on the query (``gallery_cacheable``: SAN, DAN, MULE, VSE++,
 ...), the gallery is encoded once and kept in a cache folder outside the model folder (a DVC output that reading
-must not change), in a file named by the model file's and the store's fingerprints; a cache that is unreadable,
-of other images or holds other than finite vectors of the gallery's size is never trusted: it is rebuilt. SCAN
+must not change), in a safetensors file (:mod:`common.tensor_tree`, no pickle) named by the model file's and the
+store's fingerprints; a cache that is unreadable, of other images or holds other than finite vectors of the
+gallery's size is never trusted: it is rebuilt. SCAN
 scores every (image, query) pair, so its gallery is re-encoded per search (chunked, as in evaluation).
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 import torch
 
 from common.errors import InputError
-from common.files import atomic_path
+from common.tensor_tree import load_tree, save_tree
 from retrieval.checkpoint import LoadedModel
 from retrieval.data import RegionLookup
 from retrieval.inference import encode_images, evaluating, similarity_matrix
@@ -47,15 +48,15 @@ def fingerprint(*paths: Path) -> str:
 
 def cache_file(cache_dir: Path, identity: str, split: str) -> Path:
     """The gallery cache of a model and store (``identity``: :func:`fingerprint`) for the images of ``split``."""
-    return cache_dir / f"gallery-{hashlib.sha256(f'{identity}:{split}'.encode()).hexdigest()[:20]}.pt"
+    return cache_dir / f"gallery-{hashlib.sha256(f'{identity}:{split}'.encode()).hexdigest()[:20]}.safetensors"
 
 
 def _cached(cache: Path, identity: str, image_ids: Sequence[str]) -> Embedded | None:
     """The cached embeddings when the file is readable and matches; None (with a warning) otherwise."""
     try:
-        stored = torch.load(cache, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated, corrupt or foreign files raise many types
-        logger.warning("%s: unreadable gallery cache (%s); rebuilding it", cache, type(error).__name__)
+        stored = load_tree(cache)
+    except InputError as error:
+        logger.warning("%s; rebuilding the gallery cache", error)
         return None
     vectors = stored.get("vectors") if isinstance(stored, dict) else None
     if not (
@@ -92,8 +93,7 @@ def gallery_embeddings(
             return cached
     embedded = encode_images(loaded.model, regions, rows, device=device)
     if cache is not None and loaded.model.gallery_cacheable:
-        with atomic_path(cache) as tmp:
-            torch.save({"identity": identity, "image_ids": list(image_ids), "vectors": embedded.vectors}, tmp)
+        save_tree(cache, {"identity": identity, "image_ids": list(image_ids), "vectors": embedded.vectors})
     return embedded
 
 

@@ -13,6 +13,7 @@ import yaml
 from common.files import read_json
 from common.metrics_files import read_metrics
 from common.runtime import Runtime
+from common.tensor_tree import load_tree, save_tree
 from corpora.prepared import read_prepared
 from flows import report, train_retrieval, translate_queries
 from mmt.systems import load_system
@@ -198,22 +199,22 @@ def test_search_cli_ranks_the_gallery_and_caches_it(
     scores = [float(line.split()[1]) for line in lines]
     assert scores == sorted(scores, reverse=True)
     assert sorted(path.name for path in model.iterdir()) == before
-    [cached_file] = list(cache.glob("gallery-*.pt"))
+    [cached_file] = list(cache.glob("gallery-*.safetensors"))
     cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", "--json", *common])
     cached = json.loads(capsys.readouterr().out)
     assert [hit["score"] for hit in cached] == pytest.approx(scores, abs=1e-4)  # the table shows 4 decimals
-    stored = torch.load(cached_file, weights_only=True)
+    stored = load_tree(cached_file)
     for planted in (b"not a checkpoint", None):
         if planted is None:  # the right identity and images, but vectors that would rank garbage
-            torch.save({**stored, "vectors": torch.full_like(stored["vectors"], float("nan"))}, cached_file)
+            save_tree(cached_file, {**stored, "vectors": torch.full_like(stored["vectors"], float("nan"))})
         else:
             cached_file.write_bytes(planted)
         cli.main(["search", "ein roter kreis", "--model", str(model), "--lang", "de", "--json", *common])
         assert [hit["score"] for hit in json.loads(capsys.readouterr().out)] == pytest.approx(scores, abs=1e-4)
-        assert torch.equal(torch.load(cached_file, weights_only=True)["vectors"], stored["vectors"])  # rebuilt
+        assert torch.equal(load_tree(cached_file)["vectors"], stored["vectors"])  # rebuilt
     cli.main(["search", "a red circle", "--model", str(runs["scan-mmt_f-all"]), "--lang", "en", *common])
     assert len(capsys.readouterr().out.splitlines()) == 2
-    assert len(list(cache.glob("gallery-*.pt"))) == 1  # SCAN's image side depends on the query: nothing cached
+    assert len(list(cache.glob("gallery-*.safetensors"))) == 1  # SCAN's image side depends on the query: nothing cached
 
 
 def test_search_cli_errors(

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
+from common.tensor_tree import load_tree
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
 from tests.flows.helpers import REPO, tiny_params_tree, write_params
@@ -48,7 +48,7 @@ def saved_epoch(state: Path) -> int:
     """The last finished epoch of a training state on disk (0: none yet); a finished state counts as the end."""
     if not state.is_file():
         return 0
-    saved = torch.load(state, weights_only=True)
+    saved = load_tree(state)
     return EPOCHS if saved["finished"] else int(saved["epoch"])
 
 
@@ -66,13 +66,13 @@ def test_train_retrieval_killed_mid_training_resumes_to_the_same_outputs(
     subprocess.run(command(trained, params, whole), cwd=REPO, env=env, check=True, capture_output=True)
     uninterrupted = time.perf_counter() - started
 
-    state = killed / "work" / RUN / "seed-1.pt"  # the second replicate: the first is finished by then
+    state = killed / "work" / RUN / "seed-1.state.safetensors"  # the second replicate: the first is finished by then
     started = time.perf_counter()
     kill_when(command(trained, params, killed), lambda: saved_epoch(state) >= KILL_AFTER, env)
     killed_after = time.perf_counter() - started
     epoch = saved_epoch(state)
     assert KILL_AFTER <= epoch < EPOCHS, f"the kill came too late to test resuming (after epoch {epoch})"
-    assert torch.load(killed / "work" / RUN / "seed-0.pt", weights_only=True)["finished"]
+    assert load_tree(killed / "work" / RUN / "seed-0.state.safetensors")["finished"]
     assert not (killed / "models" / RUN).exists() and not (killed / "metrics" / f"{RUN}.json").exists()
 
     started = time.perf_counter()

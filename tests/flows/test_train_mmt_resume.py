@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
+from common.tensor_tree import load_tree
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
 from tests.flows.test_features_flow import run_features
@@ -39,7 +39,7 @@ def state_epoch(path: Path) -> int:
     """The last finished epoch of a resume state (0: none yet, or a finished fit's)."""
     if not path.is_file():
         return 0
-    state = torch.load(path, map_location="cpu", weights_only=True)  # written atomically: never half a file
+    state = load_tree(path)  # written atomically: never half a file
     return 0 if state["finished"] else int(state["epoch"])
 
 
@@ -79,12 +79,14 @@ def test_train_mmt_killed_mid_fine_tuning_resumes_to_the_uninterrupted_outputs(
     uninterrupted = time.perf_counter() - started
 
     work = tmp_path / "killed" / "work"
-    fine_tuning = work / "mmt-en-de" / "finetune.pt"
+    fine_tuning = work / "mmt-en-de" / "finetune.state.safetensors"
     started = time.perf_counter()
     kill_when(command("killed"), lambda: state_epoch(fine_tuning) >= KILL_AFTER_EPOCH, env)
     killed_after = time.perf_counter() - started
     assert state_epoch(fine_tuning) < FINETUNE_EPOCHS, "killed mid-run, before fine-tuning's last epoch"
-    assert (work / "mmt-en-de" / "pretrain.pt").is_file(), "pre-training's finished state is kept for the rerun"
+    assert (work / "mmt-en-de" / "pretrain.state.safetensors").is_file(), (
+        "pre-training's finished state is kept for the rerun"
+    )
 
     started = time.perf_counter()
     log = run_to_end(command("killed"), env)
@@ -99,7 +101,8 @@ def test_train_mmt_killed_mid_fine_tuning_resumes_to_the_uninterrupted_outputs(
         expected, got = tree_bytes(tmp_path / "uninterrupted" / folder), tree_bytes(tmp_path / "killed" / folder)
         assert sorted(got) == sorted(expected)
         assert [name for name in expected if got[name] != expected[name]] == []
-    assert not any(work.rglob("*.pt")) and not any((tmp_path / "uninterrupted" / "work").rglob("*.pt"))
+    assert not any(work.rglob("*.state.safetensors"))
+    assert not any((tmp_path / "uninterrupted" / "work").rglob("*.state.safetensors"))
 
 
 def state_epoch_logged(log: str) -> int:

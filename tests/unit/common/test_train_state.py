@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from common.errors import InputError
-from common.train_state import ResumePoint, fingerprint, restore_rng_state, rng_state
+from common.train_state import ResumePoint, fingerprint, restore_rng_state, rng_state, state_file
 
 
 def test_state_round_trip_resumes_the_same_draws(tmp_path: Path) -> None:
-    point = ResumePoint(tmp_path / "run.pt", fingerprint({"lr": 0.1}, 0))
+    point = ResumePoint(tmp_path / "run.state.safetensors", fingerprint({"lr": 0.1}, 0))
     generator = np.random.default_rng(7)
     torch.manual_seed(3)
     generator.random(5)
@@ -33,16 +33,33 @@ def test_state_round_trip_resumes_the_same_draws(tmp_path: Path) -> None:
 
 
 def test_state_of_another_run_is_not_resumed(tmp_path: Path) -> None:
-    ResumePoint(tmp_path / "run.pt", fingerprint({"lr": 0.1})).save({"epoch": 1})
-    assert ResumePoint(tmp_path / "run.pt", fingerprint({"lr": 0.2})).load() is None
-    assert ResumePoint(tmp_path / "absent.pt", fingerprint({})).load() is None
+    ResumePoint(tmp_path / "run.state.safetensors", fingerprint({"lr": 0.1})).save({"epoch": 1})
+    assert ResumePoint(tmp_path / "run.state.safetensors", fingerprint({"lr": 0.2})).load() is None
+    assert ResumePoint(tmp_path / "absent.state.safetensors", fingerprint({})).load() is None
 
 
 def test_truncated_state_names_the_file(tmp_path: Path) -> None:
-    point = ResumePoint(tmp_path / "run.pt", fingerprint(1))
+    point = ResumePoint(tmp_path / "run.state.safetensors", fingerprint(1))
     point.save({"weights": torch.zeros(1000)})
     point.path.write_bytes(point.path.read_bytes()[:100])
-    with pytest.raises(InputError, match=r"run\.pt: unreadable resume state.*delete it"):
+    with pytest.raises(
+        InputError,
+        match=r"resume state: .*run\.state\.safetensors: not a readable safetensors.*delete it",
+    ):
         point.load()
     point.clear()
     assert not point.path.exists()
+
+
+def test_a_state_of_the_earlier_pickle_format_is_not_read_and_is_cleared(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    point = ResumePoint(state_file(tmp_path, "seed-0"), fingerprint(1))
+    legacy = tmp_path / "seed-0.pt"
+    torch.save({"epoch": 3, "fingerprint": point.fingerprint}, legacy)
+    with caplog.at_level("INFO"):
+        assert point.load() is None
+    assert "seed-0.pt: resume state of the earlier pickle format, not read" in caplog.text
+    point.save({"epoch": 1})
+    point.clear()
+    assert list(tmp_path.iterdir()) == []

@@ -79,7 +79,7 @@ def test_a_fit_stopped_after_an_epoch_resumes_to_the_uninterrupted_weights(
     reference, expected = run(tmp_path / "a" / "best", resume=None)
     assert len(expected.history) == 5  # no early stop within the 5 epochs: every epoch is compared
 
-    point = ResumePoint(tmp_path / "work" / "finetune.pt", fingerprint("toy"))
+    point = ResumePoint(tmp_path / "work" / "finetune.state.safetensors", fingerprint("toy"))
     with pytest.raises(Killed):
         run(tmp_path / "b" / "best", resume=point, kill_at_epoch=EPOCHS_BEFORE_THE_KILL + 1)
     saved = point.load()
@@ -98,7 +98,7 @@ def test_a_fit_stopped_after_an_epoch_resumes_to_the_uninterrupted_weights(
 
 
 def test_a_finished_state_returns_its_result_without_training(tmp_path: Path) -> None:
-    point = ResumePoint(tmp_path / "work" / "finetune.pt", fingerprint("toy"))
+    point = ResumePoint(tmp_path / "work" / "finetune.state.safetensors", fingerprint("toy"))
     reference, expected = run(tmp_path / "a" / "best", resume=point)
     after_reference = torch.rand(3)  # the global generator as the fit left it
 
@@ -115,7 +115,7 @@ def test_a_finished_state_returns_its_result_without_training(tmp_path: Path) ->
 
 def test_a_state_of_another_fingerprint_is_not_resumed(tmp_path: Path) -> None:
     reference, expected = run(tmp_path / "a" / "best", resume=None)
-    path = tmp_path / "work" / "finetune.pt"
+    path = tmp_path / "work" / "finetune.state.safetensors"
     with pytest.raises(Killed):
         run(tmp_path / "b" / "best", resume=ResumePoint(path, fingerprint("other data")), kill_at_epoch=3)
     validations: list[float] = []
@@ -147,9 +147,16 @@ def test_the_data_hash_changes_with_any_sentence_image_or_column() -> None:
 def test_states_are_named_after_the_system_folder_and_cleared_with_it(tmp_path: Path) -> None:
     work = tmp_path / "work"
     path = state_path(work, tmp_path / ".staged.x.tmp" / "mmt-en-de" / "finetune")
-    assert path == work / "mmt-en-de" / "finetune.pt"
-    for name in ("mmt-en-de/pretrain.pt", "mmt-en-de/finetune.pt", "mmt-en-fr/finetune.pt"):
+    assert path == work / "mmt-en-de" / "finetune.state.safetensors"
+    for name in (
+        "mmt-en-de/pretrain.state.safetensors",
+        "mmt-en-de/finetune.pt",
+        "mmt-en-fr/finetune.state.safetensors",
+    ):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_bytes(b"state")
     clear_states(work, ["mmt-en-de", "mt-en-de"])  # mt-en-de has none: nothing to do
-    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["mmt-en-fr", "mmt-en-fr/finetune.pt"]
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == [
+        "mmt-en-fr",
+        "mmt-en-fr/finetune.state.safetensors",
+    ]

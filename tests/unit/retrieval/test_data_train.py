@@ -12,6 +12,7 @@ import torch
 
 from common.checks import SettingError
 from common.errors import InputError
+from common.tensor_tree import load_tree, save_tree
 from retrieval.checkpoint import load_retrieval, save_retrieval
 from retrieval.data import BalancedSampler, Caption, encode_captions, images_of, text_batch
 from retrieval.inference import evaluate
@@ -233,7 +234,7 @@ def test_search_finds_the_described_image_and_uses_the_cache(tmp_path: Path) -> 
     )
     loaded = load_retrieval(path, device=torch.device("cpu"))
     ids = [f"i{i}" for i in range(16)]
-    cache = tmp_path / "gallery.pt"
+    cache = tmp_path / "gallery.safetensors"
     gallery = gallery_embeddings(
         loaded, regions, ids, np.arange(16), cache=cache, identity="v1", device=torch.device("cpu")
     )  # type: ignore[arg-type]
@@ -241,9 +242,10 @@ def test_search_finds_the_described_image_and_uses_the_cache(tmp_path: Path) -> 
     hits = search(loaded, gallery, ids, "a big green thing", "en", k=2, device=torch.device("cpu"))
     # green = colour 2, big = size 1: images 6 and 14
     assert {hit.image_id for hit in hits} == {"i6", "i14"}
-    cached = torch.load(cache, weights_only=True)
+    cached = load_tree(cache)
+    assert cached["identity"] == "v1" and cached["image_ids"] == ids and cached["vectors"].shape[0] == 16
     cached["vectors"] = torch.zeros_like(cached["vectors"])
-    torch.save(cached, cache)
+    save_tree(cache, cached)
     reused = gallery_embeddings(
         loaded, regions, ids, np.arange(16), cache=cache, identity="v1", device=torch.device("cpu")
     )  # type: ignore[arg-type]

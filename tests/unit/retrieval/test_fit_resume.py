@@ -115,7 +115,7 @@ def test_a_fit_stopped_after_an_epoch_resumes_to_the_same_weights_and_history(
     name: str, options: dict[str, Any], kill_after: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     whole = train(name, **options)
-    point = ResumePoint(tmp_path / "seed-0.pt", fingerprint(name, options))
+    point = ResumePoint(tmp_path / "seed-0.state.safetensors", fingerprint(name, options))
     with pytest.raises(Killed):
         train(name, KilledAfter(point.path, point.fingerprint, epoch=kill_after), **options)
     caplog.clear()  # another test may have lowered the logger to INFO already: only the resumed fit's lines count
@@ -134,7 +134,7 @@ def test_a_fit_stopped_after_its_pre_training_does_not_redo_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     whole = train("mule")
-    point = ResumePoint(tmp_path / "seed-0.pt", fingerprint("mule"))
+    point = ResumePoint(tmp_path / "seed-0.state.safetensors", fingerprint("mule"))
     with pytest.raises(Killed):
         train("mule", KilledAfter(point.path, point.fingerprint, epoch=0))
     caplog.clear()
@@ -147,7 +147,7 @@ def test_a_fit_stopped_after_its_pre_training_does_not_redo_it(
 
 
 def test_a_finished_state_returns_its_result_at_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    point = ResumePoint(tmp_path / "seed-0.pt", fingerprint("san"))
+    point = ResumePoint(tmp_path / "seed-0.state.safetensors", fingerprint("san"))
     whole = train("san", point, patience=1)  # patience may stop it early: the state records where it stopped
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="retrieval.train"):
@@ -163,7 +163,7 @@ def test_a_finished_state_returns_its_result_at_once(tmp_path: Path, caplog: pyt
 
 
 def test_a_state_of_another_run_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "seed-0.pt"
+    path = tmp_path / "seed-0.state.safetensors"
     with pytest.raises(Killed):
         train("vsepp", KilledAfter(path, fingerprint("vsepp", "lr 0.02"), epoch=2))
     with caplog.at_level(logging.INFO):
