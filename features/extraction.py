@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import numpy as np
 
 from common.errors import InputError
 from common.files import read_json, write_text
+from common.stopping import check
 from features.images import BadImageError, load_rgb
 from features.merge import merge_stores
 from features.regions import ImageRegions
@@ -147,8 +149,13 @@ def extract_shard(
     on_bad_image: OnBadImage,
     checkpoint_sha256: str | None,
     config: Mapping[str, Any],
+    stop: threading.Event | None = None,
 ) -> ShardReport:
-    """Extract one shard into its own store at ``out_dir``; bad images are recorded or stop the shard."""
+    """Extract one shard into its own store at ``out_dir``; bad images are recorded or stop the shard.
+
+    Raises:
+        Cancelled: ``stop`` was set before a batch (:mod:`common.stopping`); nothing is left at ``out_dir``.
+    """
     started = time.perf_counter()
     loaded, bad = _load_images(shard.jobs)
     if bad and on_bad_image == "fail":
@@ -167,6 +174,7 @@ def extract_shard(
             writer.skip(_job_of(shard, path).image_id, reason)
         good = [(job, image) for job, image in zip(shard.jobs, loaded, strict=True) if image is not None]
         for start in range(0, len(good), batch_size):
+            check(stop, f"extracting {shard.name}")
             batch = good[start : start + batch_size]
             boxes = None if batch[0][0].boxes is None else [_boxes_of(job) for job, _ in batch]
             results = extractor.extract([image for _, image in batch], boxes)
@@ -185,9 +193,11 @@ def extract_into_ledger(
     on_bad_image: OnBadImage,
     checkpoint_sha256: str | None,
     config: Mapping[str, Any],
+    stop: threading.Event | None = None,
 ) -> ShardReport:
     """Extract ``shard`` into ``ledger`` and record it, unless a killed run already finished it (then its receipt
-    gives the report and ``extractor``, a factory, is never called: no weights are loaded for nothing)."""
+    gives the report and ``extractor``, a factory, is never called: no weights are loaded for nothing); ``stop``
+    set, the shard is given up between two batches (:func:`extract_shard`)."""
     if shard in ledger.finished([shard]):
         return ledger.report(shard)
     report = extract_shard(
@@ -198,6 +208,7 @@ def extract_into_ledger(
         on_bad_image=on_bad_image,
         checkpoint_sha256=checkpoint_sha256,
         config=config,
+        stop=stop,
     )
     if report.written:
         ledger.record(shard, report)

@@ -21,6 +21,7 @@ from prefect.utilities.annotations import unmapped
 
 from common.files import write_text
 from common.runtime import Runtime
+from common.stopping import cancel_on_interrupt
 from corpora.prepared import read_prepared
 from mmt.config import SynthesisConfig
 from mmt.diversity import round_trip_changes
@@ -130,18 +131,20 @@ def _pass(
     paths: SynthesisPaths,
     runtime: Runtime,
 ) -> pa.Table:
-    """One translation pass, its shards mapped over the task runner, followed by a progress artifact."""
+    """One translation pass, its shards mapped over the task runner, followed by a progress artifact; a stop signal
+    meanwhile ends the running shards at their next batch (:func:`common.stopping.cancel_on_interrupt`)."""
     model_dir = str(Path(paths.models) / system)
     task = SynthesisTask(system, origin, lang, hop, system_sha256(model_dir))
     shards = plan_shards(sources, task, work=Path(paths.work), shard_size=config.shard_size)
     translator = PassSystem(model_dir, paths.store, runtime, config.beam, config.batch_size)
-    futures = translate_shard.map(shards, unmapped(task), unmapped(translator))
     progress = progress_artifact(
         f"{system} (hop {hop}): shards translated", key=artifact_key(f"synthesis-progress-{system}-hop-{hop}")
     )
-    for done, future in enumerate(as_completed(futures), start=1):
-        future.result()
-        update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))
+    with cancel_on_interrupt():
+        futures = translate_shard.map(shards, unmapped(task), unmapped(translator))
+        for done, future in enumerate(as_completed(futures), start=1):
+            future.result()
+            update_progress_artifact(artifact_id=progress, progress=100.0 * done / len(shards))
     return collect(shards)
 
 

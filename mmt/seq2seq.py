@@ -11,6 +11,7 @@ import copy
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 from common.epoch_log import EpochLine, format_epoch, seconds_left
 from common.errors import InputError
+from common.stopping import check
 from common.weights import check_finite_once, file_version, fit_problems, pickle_refusal
 from mmt.seq2seq_languages import LanguageSetup, detect_family, language_setup
 
@@ -123,11 +125,12 @@ class Seq2SeqTranslator:
         beam: int = 5,
         batch_size: int = 32,
         max_len: int = 100,
+        stop: threading.Event | None = None,
     ) -> list[str]:
         """Translate with beam search; one detokenised output per input, in input order.
 
         Sentences are batched by length (less padding), then put back in input order. ``image_ids`` are
-        ignored: the model reads text only.
+        ignored: the model reads text only. ``stop`` set, the translation is given up before the next batch.
         """
         if beam < 1 or batch_size < 1 or max_len < 1:
             raise ValueError(f"beam, batch_size and max_len must be positive, got {beam}, {batch_size}, {max_len}")
@@ -135,6 +138,7 @@ class Seq2SeqTranslator:
         order = sorted(range(len(sentences)), key=lambda index: len(sentences[index]))
         outputs = [""] * len(sentences)
         for start in range(0, len(order), batch_size):
+            check(stop, f"{self.name}: translating")
             indices = order[start : start + batch_size]
             translated = self._translate_batch([sentences[index] for index in indices], beam, max_new_tokens)
             for index, text in zip(indices, translated, strict=True):

@@ -4,6 +4,7 @@ sentence pairs in, their log-probabilities out."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 
 from common.checkpoints import checkpoint_files
 from common.errors import InputError
+from common.stopping import check
 from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import check_text_pipeline, load_mmt
@@ -80,11 +82,14 @@ class MMTTranslator:
         beam: int = 5,
         batch_size: int = 64,
         max_len: int = 100,
+        stop: threading.Event | None = None,
     ) -> list[str]:
-        """Translations in input order; ``image_ids`` (one per sentence) are needed with regions."""
+        """Translations in input order; ``image_ids`` (one per sentence) are needed with regions; ``stop`` set, the
+        translation is given up before the next batch."""
         encoded = self.text.encode_source(sentences).ids
         outputs: list[list[int]] = [[] for _ in encoded]
         for chosen, batch in self._source_batches(encoded, image_ids, batch_size):
+            check(stop, f"{self.name}: translating")
             with torch.inference_mode(), self.autocast():
                 best = beam_search(self.model, batch, beam=beam, max_len=max_len)
             for index, ids in zip(chosen, best, strict=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +26,7 @@ class Translator(Protocol):
         beam: int = 5,
         batch_size: int = 32,
         max_len: int = 100,
+        stop: threading.Event | None = None,
     ) -> list[str]:
         """Translate ``sentences`` with beam search; one output per input, in input order.
 
@@ -34,6 +36,8 @@ class Translator(Protocol):
             beam: Beam width (1 is greedy search).
             batch_size: Sentences per forward pass.
             max_len: Most subwords generated per sentence.
+            stop: Checked before each batch: once set, the translation is given up
+                (:class:`common.stopping.Cancelled`).
         """
         ...
 

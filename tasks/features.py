@@ -14,6 +14,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 from tqdm import tqdm
 
+from common import stopping
 from common.errors import InputError
 from corpora.prepared import read_shared_captions, read_shared_images
 from features.config import FeaturesConfig
@@ -90,7 +91,8 @@ def extract_shard_task(
     checkpoint_sha256: str,
     config: dict[str, object],
 ) -> ShardReport:
-    """Extract one shard into the ledger (skipped if a killed run already finished it)."""
+    """Extract one shard into the ledger (skipped if a killed run already finished it; given up between two batches
+    once the stage is stopping: :func:`run_shards`)."""
     return extract_into_ledger(
         ShardLedger(ledger_root, fingerprint),
         shard,
@@ -99,6 +101,7 @@ def extract_shard_task(
         on_bad_image=on_bad_image,
         checkpoint_sha256=checkpoint_sha256,
         config=config,
+        stop=stopping.requested,
     )
 
 
@@ -111,24 +114,26 @@ def run_shards(
     checkpoint_sha256: str,
     description: dict[str, object],
 ) -> list[ShardReport]:
-    """Map the shards over the flow's task runner; a CLI bar and a Prefect progress artifact follow them."""
-    futures = extract_shard_task.map(
-        shards,
-        unmapped(spec),
-        unmapped(work),
-        unmapped(fingerprint),
-        unmapped(config.batch_size),
-        unmapped(config.on_bad_image),
-        unmapped(checkpoint_sha256),
-        unmapped(description),
-    )
+    """Map the shards over the flow's task runner; a CLI bar and a Prefect progress artifact follow them. A stop
+    signal meanwhile ends the running shards at their next batch (:func:`common.stopping.cancel_on_interrupt`)."""
     artifact_id = progress_artifact("Feature shards finished")
     reports: list[ShardReport] = []
-    with tqdm(total=sum(len(shard.jobs) for shard in shards), unit="img", desc="features") as bar:
-        for future in as_completed(futures):
-            reports.append(future.result())
-            bar.update(reports[-1].images)
-            update_progress_artifact(artifact_id=artifact_id, progress=100.0 * len(reports) / len(shards))
+    with stopping.cancel_on_interrupt():
+        futures = extract_shard_task.map(
+            shards,
+            unmapped(spec),
+            unmapped(work),
+            unmapped(fingerprint),
+            unmapped(config.batch_size),
+            unmapped(config.on_bad_image),
+            unmapped(checkpoint_sha256),
+            unmapped(description),
+        )
+        with tqdm(total=sum(len(shard.jobs) for shard in shards), unit="img", desc="features") as bar:
+            for future in as_completed(futures):
+                reports.append(future.result())
+                bar.update(reports[-1].images)
+                update_progress_artifact(artifact_id=artifact_id, progress=100.0 * len(reports) / len(shards))
     return sorted(reports, key=lambda report: report.shard)
 
 

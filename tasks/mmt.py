@@ -14,6 +14,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
+from common import stopping
 from common.distributed import run_on_every_rank
 from common.epoch_log import EpochLine, format_epoch
 from common.errors import InputError
@@ -363,7 +364,10 @@ def translate_shard(shard: SynthesisShard, synthesis: SynthesisTask, system: Pas
     translator = systems.load_system(system.folder, system.store, system.runtime)
 
     def translate(texts: Sequence[str], image_ids: Sequence[str]) -> list[str]:
-        return translator.translate(texts, image_ids, beam=system.beam, batch_size=system.batch_size)
+        # given up between two batches once the stage is stopping
+        return translator.translate(
+            texts, image_ids, beam=system.beam, batch_size=system.batch_size, stop=stopping.requested
+        )
 
     run_shard(shard, synthesis, translate)
     return shard.sources.num_rows

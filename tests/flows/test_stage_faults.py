@@ -3,6 +3,7 @@
 A full disk while a stage writes ends it in one line naming the file and the errno, its previous output as it was;
 SIGTERM (what a cluster scheduler sends before it kills a job) stops a stage within seconds with exit status 143
 and one line, its previous output as it was and no temporary left; the rerun writes what an uninterrupted run does.
+The sharded stages run with slow batches (:mod:`tests.flows.slow_stage`), so that the signal lands mid-shard.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from corpora import tables
 from flows import prepare
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
+from tests.flows.slow_stage import BATCH_LINE
 from tests.unit.common.test_hostile_faults import NO_SPACE, arrow_no_space, fail_on_call, hidden, tree_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.flow]
@@ -182,3 +184,89 @@ def test_disk_full_while_train_retrieval_writes_its_model(
     assert not out.exists() and not metrics.exists() and hidden(tmp_path) == []
     train_retrieval.main(argv)
     assert (out / "model.safetensors").is_file() and metrics.is_file() and hidden(tmp_path) == []
+
+
+def nth_batch(count: int) -> Callable[[str], bool]:
+    """Whether ``count`` batches of a slowed stage (:mod:`tests.flows.slow_stage`) have started, line by line."""
+    seen = [0]
+
+    def ready(line: str) -> bool:
+        seen[0] += line.rstrip().endswith(BATCH_LINE)  # a print in a task is logged with a prefix
+        return seen[0] >= count
+
+    return ready
+
+
+def test_sigterm_stops_features_mid_shard_and_the_rerun_writes_the_same_store(
+    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    tree = tiny_params_tree(raw=tiny_dataset.raw)
+    tree["features"].update(shard_size=12, batch_size=1, probe=False)  # one shard of 12 one-image batches
+    params = write_params(tmp_path / "params.yaml", tree)
+    out, metrics, work = tmp_path / "features", tmp_path / "features.json", tmp_path / "work"
+    argv = flags(
+        params=params,
+        prepared=tiny_dataset.prepared,
+        images=tiny_dataset.raw / "images",
+        boxes=tiny_dataset.raw / "objects.parquet",
+        inputs=tmp_path / "inputs",
+        work=work,
+        out=out,
+        metrics=metrics,
+    )
+    command = [sys.executable, "-m", "flows.features", *argv]
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    before, metrics_before = tree_bytes(out), metrics.read_bytes()
+
+    slow = [sys.executable, "-m", "tests.flows.slow_stage", "features", *argv]
+    status, output, took = sigterm_when(slow, nth_batch(2), env)  # the shard's second image is under way
+    assert_stopped_cleanly(status, output, took, "features")
+    assert output.count(BATCH_LINE) < 12, output  # the shard was given up, not finished
+    assert tree_bytes(out) == before and metrics.read_bytes() == metrics_before
+    assert list(work.rglob("done/*.json")) == [] and hidden(tmp_path) == []
+    subprocess.run(command, cwd=REPO, env=env, check=True, capture_output=True)
+    assert tree_bytes(out) == before and metrics.read_bytes() == metrics_before
+    assert hidden(tmp_path) == []
+
+
+def test_sigterm_stops_synthesize_mid_translation_and_the_rerun_writes_the_same_captions(
+    trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+
+    tree = tiny_params_tree(raw=tiny_dataset.raw)
+    # the 30 train captions of a pass in two shards of 15 one-caption batches, translated side by side
+    tree["synthesis"].update(shard_size=15, batch_size=1)
+    tree["runner"]["max_workers"] = 2
+    params = write_params(tmp_path / "params.yaml", tree)
+    out, metrics = tmp_path / "de.parquet", tmp_path / "de.json"
+
+    def command(work: Path, *module: str) -> list[str]:
+        paths = flags(prepared=tiny_dataset.prepared, store=trained / "features" / "compact", models=trained / "models")
+        return [
+            sys.executable,
+            "-m",
+            *module,
+            *flags(params=params, target="de"),
+            *paths,
+            *flags(work=work, out=out, metrics=metrics),
+        ]
+
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    # its own work folder: a synthesis keeps its finished shards, which the stopped run would reuse
+    subprocess.run(command(tmp_path / "first", "flows.synthesize"), cwd=REPO, env=env, check=True, capture_output=True)
+    before, metrics_before = out.read_bytes(), metrics.read_bytes()
+
+    work = tmp_path / "work"
+    slow = command(work, "tests.flows.slow_stage", "synthesize")
+    status, output, took = sigterm_when(slow, nth_batch(3), env)  # both shards of the first pass are under way
+    assert_stopped_cleanly(status, output, took, "synthesize")
+    assert output.count(BATCH_LINE) < 30, output  # neither shard was finished
+    assert out.read_bytes() == before and metrics.read_bytes() == metrics_before
+    assert list(work.rglob("*.parquet")) == [] and hidden(tmp_path) == []
+    subprocess.run(command(work, "flows.synthesize"), cwd=REPO, env=env, check=True, capture_output=True)
+    assert out.read_bytes() == before and metrics.read_bytes() == metrics_before
+    assert hidden(tmp_path) == []

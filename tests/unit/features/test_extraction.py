@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from common.stopping import Cancelled
 from features.extraction import (
     BadImagesError,
     ImageJob,
@@ -119,6 +121,39 @@ def test_shards_assemble_into_the_expected_store(tmp_path: Path) -> None:
     np.testing.assert_allclose(features[3, 1], [30, 0, 0, 15])
     np.testing.assert_array_equal(boxes[1, 1], [5, 0, 20, 10])
     assert ledger.report(shards[1]).images == 2
+
+
+def test_a_stop_between_batches_gives_the_shard_up_leaving_nothing(tmp_path: Path) -> None:
+    """Set while the first batch runs, the stop ends the shard before the second: no shard store, no receipt, no
+    temporary; the next run extracts it whole."""
+    jobs = make_jobs(tmp_path, 4)
+    (shard,) = plan_shards(jobs, 4)
+    ledger = ShardLedger(tmp_path / "work", "f" * 64)
+    stop, batches = threading.Event(), []
+
+    class StoppedDuringFirstBatch(MeanColourExtractor):
+        def extract(self, images: list[np.ndarray], given_boxes: list[np.ndarray] | None = None) -> list[ImageRegions]:
+            batches.append(len(images))
+            stop.set()
+            return super().extract(images, given_boxes)
+
+    with pytest.raises(Cancelled, match=r"^extracting shard-00000: given up, the process is stopping$"):
+        extract_into_ledger(
+            ledger,
+            shard,
+            StoppedDuringFirstBatch,
+            batch_size=2,
+            on_bad_image="fail",
+            checkpoint_sha256=None,
+            config={},
+            stop=stop,
+        )  # type: ignore[arg-type]
+    assert batches == [2] and ledger.finished([shard]) == []
+    assert sorted(str(path.relative_to(ledger.root)) for path in ledger.root.rglob("*")) == ["done", "shards"]
+    report = extract_into_ledger(
+        ledger, shard, MeanColourExtractor, batch_size=2, on_bad_image="fail", checkpoint_sha256=None, config={}
+    )  # type: ignore[arg-type]
+    assert report.images == 4 and ledger.finished([shard]) == [shard]
 
 
 def test_bad_images_fail_without_writing_or_skip_with_the_reason(tmp_path: Path) -> None:

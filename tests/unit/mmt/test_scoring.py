@@ -1,8 +1,10 @@
 """Scoring given translations with the regional MMT: the sum of log-softmax at the target's ids, checked against the
-loop-by-loop reference of the equations; a text-only system's scores do not depend on the image."""
+loop-by-loop reference of the equations; a text-only system's scores do not depend on the image. A translation
+asked to stop gives up before its next batch."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 import torch
 
 from common.errors import InputError
+from common.stopping import Cancelled
 from features.store import FeatureStore
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.text import BOS_ID, TextPipeline
@@ -84,3 +87,24 @@ def test_score_needs_one_target_and_with_regions_one_image_per_source(parts: Par
     with pytest.raises(InputError, match="tiny is multimodal: give one image id per sentence"):
         translator(parts, multimodal=True).score(SOURCES, TARGETS)
     assert translator(parts, multimodal=True).score([], [], []) == []
+
+
+def test_a_translation_asked_to_stop_gives_up_before_its_next_batch(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mmt import translator as module
+
+    mmt, stop = translator(parts, multimodal=True), threading.Event()
+    expected = mmt.translate(SOURCES, IMAGES, beam=2, batch_size=1)
+    assert mmt.translate(SOURCES, IMAGES, beam=2, batch_size=1, stop=stop) == expected  # not set: no change
+    searched, search = [], module.beam_search
+
+    def search_then_stop(*args: object, **kwargs: object) -> list[list[int]]:
+        searched.append(1)
+        stop.set()  # the stage is stopped while this batch is searched
+        return search(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "beam_search", search_then_stop)
+    with pytest.raises(Cancelled, match=r"^tiny: translating: given up, the process is stopping$"):
+        mmt.translate(SOURCES, IMAGES, beam=2, batch_size=1, stop=stop)
+    assert searched == [1]

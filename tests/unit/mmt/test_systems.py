@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import shutil
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -317,6 +318,7 @@ class EchoTranslator:
         beam: int = 5,
         batch_size: int = 32,
         max_len: int = 100,
+        stop: threading.Event | None = None,
     ) -> list[str]:
         self.calls.append((list(sentences), None if image_ids is None else list(image_ids), beam))
         return [self.known.get(text, "nichts") for text in sentences]
