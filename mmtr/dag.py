@@ -391,7 +391,7 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
     for target in params.mmt.targets:
         directions = [f"{pivot}-{target}", f"{target}-{pivot}"]
         # the systems params.yaml trains (`mmt.systems`), the MMT's learning curves, MMT against MT when both are there
-        trained = [system for system in ("mmt", "mt") if system in params.mmt.systems]
+        trained = trained_systems(params)
         systems = [f"{system}-{direction}" for system in trained for direction in directions]
         compared = [f"mmt-vs-mt-{direction}" for direction in directions] if len(trained) == 2 else []
         curves = [mmt_history(paths, direction) for direction in directions] if "mmt" in trained else []
@@ -430,6 +430,11 @@ def _train_mmt(c: _Context, pipeline: Pipeline) -> None:
         )
 
 
+def trained_systems(params: Params) -> list[str]:
+    """The translation systems `train_mmt` writes (`mmt.systems`), in the order of their folders in dvc.yaml."""
+    return [system for system in ("mmt", "mt") if system in params.mmt.systems]
+
+
 def _synthesize(c: _Context, pipeline: Pipeline) -> None:
     """One per target language: the target corpus's captions forward and back."""
     params, paths, pivot, p, target_corpus, models, target_store = (
@@ -453,7 +458,7 @@ def _synthesize(c: _Context, pipeline: Pipeline) -> None:
                     target_store,
                     *(
                         f"{models}/{system}-{direction}"
-                        for system in ("mmt", "mt")
+                        for system in trained_systems(params)
                         for direction in (f"{pivot}-{target}", f"{target}-{pivot}")
                     ),
                 ),

@@ -186,8 +186,9 @@ def test_train_mmt_depends_on_its_pairs_held_folders_alone(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("systems", [["mmt", "mt"], ["mmt"], ["mt"]])
 def test_train_mmt_declares_the_systems_params_trains(systems: list[str]) -> None:
-    """`mmt.systems` decides the folders, metrics and curves the stage declares: DVC refuses an output it does not
-    find, so a system that is not trained must not be one (MULE's profile trains the MMT alone)."""
+    """`mmt.systems` decides the folders, metrics and curves train_mmt declares and the folders synthesize reads: DVC
+    refuses an output or input it does not find, so a system that is not trained must be neither (MULE's profile
+    trains the MMT alone)."""
     tree = real_tree()
     tree["mmt"]["systems"] = systems
     tree["retrieval"]["variants"] = ["none", *(f"{system}_f" for system in systems)]
@@ -203,6 +204,8 @@ def test_train_mmt_declares_the_systems_params_trains(systems: list[str]) -> Non
     curves = ["data/metrics/mmt/mmt-en-de.history.tsv", "data/metrics/mmt/mmt-de-en.history.tsv"]
     assert [path for path in stage.uncached if path.endswith(".history.tsv")] == (curves if "mmt" in systems else [])
     assert any(plot.id == "mmt-en-de" for plot in pipeline.plots) == ("mmt" in systems)
+    synthesize = pipeline.groups["synthesize"]["de"]
+    assert [dep for dep in synthesize.deps if dep.startswith("data/models/")] == list(stage.outs)
 
 
 def test_a_hugging_face_corpus_is_read_from_its_folder_or_its_cache_entry() -> None:

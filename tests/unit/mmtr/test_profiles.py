@@ -237,3 +237,21 @@ def test_check_params_shows_each_roles_setup(params_file: Path, capsys: pytest.C
     assert f"    bi_disjoint: trains on en, de; tested on en, de; setup: {expected}\n" in out
     expected = "kinds comparable, low_resource de 0.1, batches one_language, c2c_probability 0.5"
     assert f"    low_de_bi_c2c: trains on en, de; tested on en, de; setup: {expected}\n" in out
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_every_stage_input_of_a_profile_is_raw_data_or_another_stages_output(name: str, params_file: Path) -> None:
+    """What `dvc repro` needs of the DAG a profile gives: an input that no stage writes and that is not raw data would
+    stop the run with `No such file or directory` (as MULE's, which trains no MT system, once did)."""
+    params = apply_profile(name, params_file, params_file)
+    stages = [stage for group in build_pipeline(params, root=REPO).groups.values() for stage in group.values()]
+    outputs = {out for stage in stages for out in (*stage.outs, *stage.metrics, *stage.uncached)}
+    # an output itself, a file inside an output folder, or a folder of outputs (the report reads data/metrics/mmt)
+    orphans = {
+        dep
+        for stage in stages
+        for dep in stage.deps
+        if not dep.startswith("data/raw/")
+        and not any(dep == out or dep.startswith(f"{out}/") or out.startswith(f"{dep}/") for out in outputs)
+    }
+    assert orphans == set()
