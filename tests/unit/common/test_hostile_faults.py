@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from safetensors import SafetensorError
 
-from common import checkpoints
+from common import checkpoints, tensor_tree
 from common.errors import StorageError, resource_fault
 from common.files import atomic_dir, read_lines, staged_children, write_json
+from common.train_state import ResumePoint, fingerprint, state_file
 from corpora import tables
 from corpora.prepared import Corpus, write_prepared
 from features import store
@@ -136,6 +138,22 @@ def test_disk_full_while_a_retrieval_checkpoint_is_written(tmp_path: Path, monke
     assert tree_bytes(tmp_path) == before and hidden(tmp_path) == []
     save(tmp_path / "model", model, config)
     assert tree_bytes(tmp_path) == before and hidden(tmp_path) == []
+
+
+def test_disk_full_while_a_resume_state_is_written_keeps_the_previous_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point = ResumePoint(state_file(tmp_path / "san-none-all", "seed-0"), fingerprint("san"))
+    point.save({"epoch": 1, "weights": torch.zeros(4)})
+    before = tree_bytes(tmp_path)
+    with monkeypatch.context() as patch:
+        fail_on_call(patch, tensor_tree, "save_file", safetensors_fault(errno.ENOSPC))
+        with pytest.raises(StorageError) as raised:
+            point.save({"epoch": 2, "weights": torch.ones(4)})
+    assert str(raised.value) == f"cannot write {point.path}: {NO_SPACE}"
+    assert tree_bytes(tmp_path) == before and hidden(tmp_path) == []
+    state = point.load()
+    assert state is not None and state["epoch"] == 1  # a rerun resumes after the last epoch that was written
 
 
 def test_quota_exceeded_while_an_mmt_checkpoint_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
