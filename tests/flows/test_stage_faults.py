@@ -30,6 +30,7 @@ from tests.unit.common.test_hostile_faults import NO_SPACE, arrow_no_space, fail
 pytestmark = [pytest.mark.slow, pytest.mark.flow]
 REPO = Path(__file__).resolve().parents[2]
 STOP_WITHIN = 15.0  # seconds from SIGTERM to exit: a scheduler's usual grace is 30
+EPOCHS = 5  # train_mmt's fine-tuning: a stop that waited for the training would log its last epoch
 
 
 def prepare_argv(tiny_dataset: TinyDataset, out: Path) -> list[str]:
@@ -270,3 +271,58 @@ def test_sigterm_stops_synthesize_mid_translation_and_the_rerun_writes_the_same_
     subprocess.run(command(work, "flows.synthesize"), cwd=REPO, env=env, check=True, capture_output=True)
     assert out.read_bytes() == before and metrics.read_bytes() == metrics_before
     assert hidden(tmp_path) == []
+
+
+MARK = "MMTR_STOPPED_RUN"  # in the stopped stage's environment, so in its worker processes' too
+
+
+def left_running(mark: str) -> list[str]:
+    """The command lines of the live processes (zombies aside) whose environment carries ``MARK=mark``."""
+    import psutil
+
+    left = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and process.environ().get(MARK) == mark:
+                left.append(" ".join(process.cmdline()))
+        except psutil.Error:
+            continue
+    return left
+
+
+@pytest.mark.parametrize("parallel_directions", [True, False], ids=["process-pool", "main-thread"])
+def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
+    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str, parallel_directions: bool
+) -> None:
+    from tests.flows.helpers import tiny_params_tree, write_params
+    from tests.flows.test_features_flow import run_features
+
+    store, _ = run_features(tiny_dataset, tmp_path, tiny_dataset.raw / "images", tiny_dataset.params)
+    tree = tiny_params_tree(raw=tiny_dataset.raw)
+    tree["mmt"]["finetune"].update(epochs=EPOCHS, patience=EPOCHS)
+    tree["mmt"]["systems"] = ["mmt"]
+    tree["retrieval"]["translate_search"]["languages"] = []  # it would need the text-only system
+    tree["distributed"].update(parallel_directions=parallel_directions)
+    params = write_params(tmp_path / "params.yaml", tree)
+    models, metrics = tmp_path / "models", tmp_path / "metrics"
+
+    def command(work: Path) -> list[str]:
+        paths = flags(prepared=tiny_dataset.prepared, parallel=tiny_dataset.parallel, store=store)
+        outputs = flags(models=models, mt_models=tmp_path / "mt-models", metrics=metrics, work=work)
+        return [sys.executable, "-m", "flows.train_mmt", *flags(params=params, target="de"), *paths, *outputs]
+
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url, MARK: str(tmp_path)}
+    subprocess.run(command(tmp_path / "first"), cwd=REPO, env=env, check=True, capture_output=True)
+    before = {"models": tree_bytes(models), "metrics": tree_bytes(metrics)}
+
+    work = tmp_path / "work"
+    status, output, took = sigterm_when(command(work), lambda line: "finetune · epoch 2/" in line, env)
+    print(f"train_mmt (parallel_directions={parallel_directions}) stopped {took:.1f} s after SIGTERM")
+    assert left_running(str(tmp_path)) == [], "worker processes outlived the stopped stage"
+    assert_stopped_cleanly(status, output, took, "train_mmt")
+    assert f"finetune · epoch {EPOCHS}/" not in output, output  # the trainings were stopped, not waited for
+    assert {"models": tree_bytes(models), "metrics": tree_bytes(metrics)} == before
+    assert hidden(tmp_path) == []
+    subprocess.run(command(work), cwd=REPO, env=env, check=True, capture_output=True)  # resumes from its states
+    assert {"models": tree_bytes(models), "metrics": tree_bytes(metrics)} == before
+    assert hidden(tmp_path) == [] and not any(work.rglob("*.state.safetensors"))
