@@ -37,7 +37,6 @@ from mmt.config import SystemsConfig
 from mmt.pairs import direction_data, require_splits
 from mmt.systems import TEXT_ONLY_REGION_DIM, clear_states
 from mmtr.params import Params, ParamsError
-from mmtr.processes import stop_pool_workers
 from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
 from tasks import artifact_key
 from tasks.mmt import DirectionJob, PairPaths, train_direction
@@ -75,15 +74,8 @@ def train_mmt(
             threads = max(1, cpu_threads() // len(jobs))
             print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
             with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads,)) as runner:
-                try:
-                    futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
-                    rows = [row for future in futures for row in future.result()]
-                except Exception:
-                    raise  # a failed direction: the other one ends as before
-                except BaseException:
-                    # a stop signal's exception: the runner's exit would wait for both trainings to end
-                    stop_pool_workers()
-                    raise
+                futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
+                rows = [row for future in futures for row in future.result()]
         else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
             rows = [row for job in jobs for row in train_direction(job)]
     if paths.work is not None and is_writer():

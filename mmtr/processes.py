@@ -10,7 +10,6 @@ the child started outside it (torchrun's workers run in sessions of their own).
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -111,26 +110,6 @@ def stop(process: subprocess.Popen[Any], signum: int = signal.SIGTERM, grace: fl
                 descendant.kill()  # psutil checks it is still the same process (not a reused pid)
         _wait_gone(seen, timeout=5.0)  # a kill lands asynchronously: return once they are gone
     return process.wait()
-
-
-def stop_pool_workers(grace: float = GRACE_SECONDS) -> None:
-    """SIGTERM to this process's :mod:`multiprocessing` children (a process pool's workers), up to ``grace`` seconds
-    for them to end, then SIGKILL to what is left.
-
-    For a pool left by a stop signal's exception: its shutdown waits for the work under way, a whole training, and
-    a worker that outlived its parent would go on writing. A worker stopped mid-task leaves its task unfinished;
-    what it wrote goes through the atomic writes of :mod:`common.files` (a temporary renamed into place).
-    """
-    children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
-    deadline = time.monotonic() + grace
-    for child in children:
-        child.join(timeout=max(0.0, deadline - time.monotonic()))
-    for child in children:
-        if child.is_alive():
-            child.kill()
-            child.join()
 
 
 def drain(stream: IO[str] | None, sink: IO[str]) -> None:

@@ -273,27 +273,11 @@ def test_sigterm_stops_synthesize_mid_translation_and_the_rerun_writes_the_same_
     assert hidden(tmp_path) == []
 
 
-MARK = "MMTR_STOPPED_RUN"  # in the stopped stage's environment, so in its worker processes' too
-
-
-def left_running(mark: str) -> list[str]:
-    """The command lines of the live processes (zombies aside) whose environment carries ``MARK=mark``."""
-    import psutil
-
-    left = []
-    for process in psutil.process_iter():
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and process.environ().get(MARK) == mark:
-                left.append(" ".join(process.cmdline()))
-        except psutil.Error:
-            continue
-    return left
-
-
-@pytest.mark.parametrize("parallel_directions", [True, False], ids=["process-pool", "main-thread"])
 def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
-    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str, parallel_directions: bool
+    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
+    """One direction after the other: with `parallel_directions: true` the workers train on until their fits end
+    (docs/errors.md, "Signals")."""
     from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
@@ -302,7 +286,7 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
     tree["mmt"]["finetune"].update(epochs=EPOCHS, patience=EPOCHS)
     tree["mmt"]["systems"] = ["mmt"]
     tree["retrieval"]["translate_search"]["languages"] = []  # it would need the text-only system
-    tree["distributed"].update(parallel_directions=parallel_directions)
+    tree["distributed"].update(parallel_directions=False)
     params = write_params(tmp_path / "params.yaml", tree)
     models, metrics = tmp_path / "models", tmp_path / "metrics"
 
@@ -311,14 +295,13 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
         outputs = flags(models=models, mt_models=tmp_path / "mt-models", metrics=metrics, work=work)
         return [sys.executable, "-m", "flows.train_mmt", *flags(params=params, target="de"), *paths, *outputs]
 
-    env = {**os.environ, "PREFECT_API_URL": prefect_api_url, MARK: str(tmp_path)}
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     subprocess.run(command(tmp_path / "first"), cwd=REPO, env=env, check=True, capture_output=True)
     before = {"models": tree_bytes(models), "metrics": tree_bytes(metrics)}
 
     work = tmp_path / "work"
     status, output, took = sigterm_when(command(work), lambda line: "finetune · epoch 2/" in line, env)
-    print(f"train_mmt (parallel_directions={parallel_directions}) stopped {took:.1f} s after SIGTERM")
-    assert left_running(str(tmp_path)) == [], "worker processes outlived the stopped stage"
+    print(f"train_mmt stopped {took:.1f} s after SIGTERM")
     assert_stopped_cleanly(status, output, took, "train_mmt")
     assert f"finetune · epoch {EPOCHS}/" not in output, output  # the trainings were stopped, not waited for
     assert {"models": tree_bytes(models), "metrics": tree_bytes(metrics)} == before

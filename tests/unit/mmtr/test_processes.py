@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -83,28 +82,3 @@ def test_run_returns_the_exit_status_and_a_signal_becomes_stopped() -> None:
 def test_stopped_names_the_signal_and_the_shells_exit_status(signum: int) -> None:
     stopped = processes.Stopped(signum)
     assert stopped.exit_status == 128 + signum and signal.Signals(signum).name in str(stopped)
-
-
-def _sleep_ignoring_sigterm(ignore: bool, ready: Any) -> None:
-    if ignore:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    ready.set()
-    time.sleep(120)
-
-
-def test_stop_pool_workers_ends_the_obedient_at_once_and_kills_the_deaf_after_the_grace() -> None:
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")  # as the process pools start their workers
-    ready = [context.Event(), context.Event()]
-    obedient = context.Process(target=_sleep_ignoring_sigterm, args=(False, ready[0]))
-    deaf = context.Process(target=_sleep_ignoring_sigterm, args=(True, ready[1]))
-    obedient.start()
-    deaf.start()
-    assert all(event.wait(timeout=100) for event in ready)
-    started = time.monotonic()
-    processes.stop_pool_workers(grace=1.0)
-    took = time.monotonic() - started
-    assert obedient.exitcode == -signal.SIGTERM and deaf.exitcode == -signal.SIGKILL
-    assert 1.0 <= took < 30.0, took
-    assert multiprocessing.active_children() == []
