@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from tests.command_line import flags
+
 REPO = Path(__file__).resolve().parents[2]
 # what a scratch DVC project needs of the repository to run the stages (the code they run, the inputs they read)
 PROJECT_CODE = ("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows", ".dvcignore")
@@ -85,3 +87,19 @@ def commit(root: Path, env: Mapping[str, str], message: str) -> None:
     """Commit everything in the scratch repository ``root``."""
     run(["git", "add", "-A"], root, env)
     run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.org", "commit", "-q", "-m", message], root, env)
+
+
+def train_retrieval_argv(trained: Path, params: Path, variant: str, out: Path) -> list[str]:
+    """The arguments of `train_retrieval` for SAN on the trained fixture, role all; metrics beside ``out``."""
+    return flags(
+        params=params,
+        model="san",
+        variant=variant,
+        role="all",
+        augmented=trained / "augmented",
+        store=trained / "features" / "compact",
+        word_vectors=REPO / "data/raw/word-vectors",
+        queries=trained / "queries",
+        out=out,
+        metrics=out.with_name(f"{out.name}.json"),
+    )

@@ -24,6 +24,7 @@ from corpora import tables
 from flows import prepare
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
+from tests.flows.helpers import train_retrieval_argv
 from tests.flows.slow_stage import BATCH_LINE
 from tests.unit.common.test_hostile_faults import NO_SPACE, arrow_no_space, fail_on_call, hidden, tree_bytes
 
@@ -57,22 +58,6 @@ def test_disk_full_while_prepare_writes_is_one_line_and_the_rerun_completes(
     assert tree_bytes(out) == before and hidden(tmp_path) == []
     prepare.main(prepare_argv(tiny_dataset, out))
     assert tree_bytes(out) == before and hidden(tmp_path) == []
-
-
-def train_retrieval_argv(trained: Path, params: Path, variant: str, out: Path) -> list[str]:
-    """The arguments of `train_retrieval` for SAN on the trained fixture, role all; metrics beside ``out``."""
-    return flags(
-        params=params,
-        model="san",
-        variant=variant,
-        role="all",
-        augmented=trained / "augmented",
-        store=trained / "features" / "compact",
-        word_vectors=REPO / "data/raw/word-vectors",
-        queries=trained / "queries",
-        out=out,
-        metrics=out.with_name(f"{out.name}.json"),
-    )
 
 
 def sigterm_when(command: list[str], ready: Callable[[str], bool], env: dict[str, str]) -> tuple[int, str, float]:

@@ -100,29 +100,13 @@ def test_augment_killed_leaves_every_variant_or_none(
 def test_train_retrieval_killed_between_replicates_leaves_no_model_folder(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
-    from tests.flows.helpers import tiny_params_tree, write_params
+    from tests.flows.helpers import tiny_params_tree, train_retrieval_argv, write_params
 
     tree = tiny_params_tree()
     tree["retrieval"]["replicates"] = 2
     params = write_params(tmp_path / "params.yaml", tree)
     out, metrics = tmp_path / "san-mmt_f-all", tmp_path / "san-mmt_f-all.json"
-    command = [
-        sys.executable,
-        "-m",
-        "flows.train_retrieval",
-        *flags(
-            params=params,
-            model="san",
-            variant="mmt_f",
-            role="all",
-            augmented=trained / "augmented",
-            store=trained / "features" / "compact",
-            word_vectors=REPO / "data/raw/word-vectors",
-            queries=trained / "queries",
-            out=out,
-            metrics=metrics,
-        ),
-    ]
+    command = [sys.executable, "-m", "flows.train_retrieval", *train_retrieval_argv(trained, params, "mmt_f", out)]
     env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
     kill_when(command, lambda: any(tmp_path.glob(".san-mmt_f-all.*.tmp/model.json")), env)  # first seed done
     assert not out.exists() and not metrics.exists()
