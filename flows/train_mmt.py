@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import multiprocessing
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,12 +33,14 @@ from prefect.task_runners import ProcessPoolTaskRunner
 from common.distributed import is_writer, joined
 from common.files import staged_children
 from common.runtime import Runtime, cpu_threads, use_cpu_threads
+from common.stopping import SharedEvent, cancel_on_interrupt, follow
 from corpora.prepared import read_parallel_tables, read_prepared
 from features.store import FeatureStore
 from mmt.config import SystemsConfig
 from mmt.pairs import direction_data, require_splits
 from mmt.systems import TEXT_ONLY_REGION_DIM, clear_states
 from mmtr.params import Params, ParamsError
+from mmtr.processes import STOP_SIGNALS
 from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
 from tasks import artifact_key
 from tasks.mmt import DirectionJob, PairPaths, train_direction
@@ -73,11 +77,16 @@ def train_mmt(
             # two processes with half the CPU threads each: small LSTM steps use one core better than two
             threads = max(1, cpu_threads() // len(jobs))
             print(f"Training {pivot}->{target} and {target}->{pivot} at once, {threads} CPU thread(s) each")
-            with ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads,)) as runner:
+            # a stop signal reaches this process alone, and the runner's exit waits for both fits: the event tells
+            # the workers to give them up before their next batch (their resume states stay)
+            stop = multiprocessing.get_context("spawn").Event()
+            pool = ProcessPoolTaskRunner(max_workers=len(jobs), initializer=_start_worker, initargs=(threads, stop))
+            with pool as runner, cancel_on_interrupt(also=stop):
                 futures = [runner.submit(train_direction, {"job": job}) for job in jobs]
                 rows = [row for future in futures for row in future.result()]
         else:  # under torchrun the other ranks follow rank 0's calls one direction after the other
-            rows = [row for job in jobs for row in train_direction(job)]
+            with cancel_on_interrupt():  # no stop an earlier run of this process took is this one's
+                rows = [row for job in jobs for row in train_direction(job)]
     if paths.work is not None and is_writer():
         directions = (f"{pivot}-{target}", f"{target}-{pivot}")
         clear_states(
@@ -88,10 +97,15 @@ def train_mmt(
     return rows
 
 
-def _start_worker(threads: int) -> None:
-    """A direction's worker process: its share of the cores, and the library's epoch lines in the log."""
+def _start_worker(threads: int, stop: SharedEvent) -> None:
+    """A direction's worker process: its share of the cores, the library's epoch lines in the log, and the parent's
+    stop. A stop signal sent to the whole process group (Ctrl-C in a terminal, a scheduler's) is the parent's to
+    handle: here it would raise in the middle of a step, and the pool cannot hand such an exception back."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     use_cpu_threads(threads)
     show_library_progress()
+    follow(stop)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

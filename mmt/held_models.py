@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,10 +97,12 @@ def build_held_system(
     device: torch.device,
     seed: int,
     on_epoch: EpochFn | None = None,
+    stop: threading.Event | None = None,
 ) -> Seq2SeqTranslator:
     """The system folder ``out_dir`` from a held model: fine-tuned on the ``train`` pairs (the weights of the epoch
     with the lowest loss on ``val`` kept) when ``finetune`` is given, else as it is; in both cases holding only
-    config.json, generation_config.json, the tokenizer's files, one weight file and :data:`ORIGIN_FILE`.
+    config.json, generation_config.json, the tokenizer's files, one weight file and :data:`ORIGIN_FILE`. ``stop``
+    set, the fine-tuning is given up before its next batch (:class:`common.stopping.Cancelled`).
 
     Returns:
         The system, loaded back from ``out_dir``.
@@ -122,6 +125,7 @@ def build_held_system(
                 settings_key="mmt.seq2seq.finetune",
                 phase="finetune",
                 on_epoch=on_epoch,
+                stop=stop,
             )
     languages = translator.languages
     with atomic_dir(out_dir) as tmp:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,7 @@ def train_marian(
     seed: int,
     progress: ProgressFn | None = None,
     on_epoch: EpochFn | None = None,
+    stop: threading.Event | None = None,
 ) -> Seq2SeqTranslator:
     """Train a small Marian model from scratch on parallel text and save it as a model folder.
 
@@ -128,6 +130,7 @@ def train_marian(
         seed: Seeds the tokenizers, initialisation, dropout and batch order.
         progress: Called after every step as ``progress(step, total_steps, loss)``.
         on_epoch: Called with each epoch's log line (``mt-en-de train · epoch 1/10 · ...``).
+        stop: Checked before each batch: once set, the training is given up (:class:`common.stopping.Cancelled`).
 
     Returns:
         The trained model, loaded back from ``out_dir``.
@@ -149,6 +152,7 @@ def train_marian(
             settings_key="mmt.seq2seq.train",
             progress=progress,
             on_epoch=on_epoch,
+            stop=stop,
         )
         model.generation_config.max_length = config.max_len + 1  # + the decoder start token
         model.generation_config.bad_words_ids = [[model.config.pad_token_id]]  # never emit pad, as OPUS-MT

@@ -319,12 +319,14 @@ def fit(
     progress: ProgressFn | None = None,
     phase: str = "train",
     on_epoch: EpochFn | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Train ``translator``'s model in place: AdamW over shuffled batches with warm-up then inverse-square-root
     decay; with ``val`` pairs, the weights of the epoch with the lowest validation loss are kept. The model is left
     in eval mode. ``settings_key`` (e.g. ``mmt.seq2seq.finetune``) is named when training diverges. Each epoch logs
     one line (:mod:`common.epoch_log`: ``mt-en-de train · epoch 2/10 · step 64 · loss 3.412 · val loss 3.120 (best
-    3.120) · ...``, epochs counted from 1; ``phase`` follows the system's name), which ``on_epoch`` gets too."""
+    3.120) · ...``, epochs counted from 1; ``phase`` follows the system's name), which ``on_epoch`` gets too. ``stop``
+    set, the training is given up before the next batch (:class:`common.stopping.Cancelled`)."""
     model = translator.model
     src_texts, tgt_texts = train
     batches_per_epoch = math.ceil(len(src_texts) / config.batch_size)
@@ -347,6 +349,7 @@ def fit(
         for start in range(0, len(order), config.batch_size):
             if step == total_steps:
                 break
+            check(stop, f"{translator.name} {phase} epoch {epoch + 1}")
             batch = order[start : start + config.batch_size]
             loss = _batch_loss(translator, [src_texts[i] for i in batch], [tgt_texts[i] for i in batch], config)
             if not math.isfinite(loss.item()):

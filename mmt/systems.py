@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,8 @@ class SystemRequest:
         on_validation: Called with each validation's line of the fit (:class:`~common.epoch_log.EpochLine`),
             for progress reports.
         work: Folder of the resume states (:func:`state_path`); None keeps none.
+        stop: Checked before each training batch: once set, the training is given up
+            (:class:`common.stopping.Cancelled`).
     """
 
     src: str
@@ -88,6 +91,7 @@ class SystemRequest:
     runtime: Runtime
     on_validation: ValidationCallback | None = None
     work: Path | None = None
+    stop: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,10 @@ def pretrain(
     runtime: Runtime,
     on_validation: ValidationCallback | None = None,
     work: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> float:
     """Text-only pre-training (one thread, no visual token) on the parallel corpus -> checkpoint ``pretrain``
-    (resumable from a state in ``work``, see :func:`fit_system`)."""
+    (resumable from a state in ``work``, see :func:`fit_system`; given up before a batch once ``stop`` is set)."""
     text = TextPipeline.load(model_dir, threads=config.text.threads)  # the corpus is encoded over these processes
     torch.manual_seed(seed)
     model = RegionalMMT(config.model, _shape(text, config, region_dim))
@@ -144,6 +149,7 @@ def pretrain(
         name=f"{model_dir.name} pretrain",
         on_validation=on_validation,
         work=work,
+        stop=stop,
     )
 
 
@@ -162,13 +168,15 @@ def fit_system(
     on_validation: ValidationCallback | None = None,
     mixed: Pairs | None = None,
     work: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> float:
     """Train on ``train`` (and ``training.mixed_pairs`` of the text-only ``mixed`` pairs each epoch), early-stopping
     on greedy BLEU of ``val``; the best weights end in ``checkpoint``, the learning curve (step, epoch counted from
     1, mean loss since the last validation, validation BLEU) in ``<checkpoint stem>.history.tsv`` beside it. Each
     validation logs one line starting with ``name`` (``mmt-en-de finetune``), which ``on_validation`` gets too.
     With ``work``, the fit keeps its resume state in :func:`state_path` and continues from it when run again on the
-    same inputs (:func:`run_fingerprint`)."""
+    same inputs (:func:`run_fingerprint`). Once ``stop`` is set, the fit is given up before its next batch
+    (:class:`common.stopping.Cancelled`), its last state kept."""
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
@@ -197,6 +205,7 @@ def fit_system(
         name=name,
         on_validation=on_validation,
         resume=resume,
+        stop=stop,
     )
     if is_writer():  # data-parallel ranks other than 0 trained the same weights and write nothing
         record_text_pipeline(checkpoint, text.identity())
@@ -341,6 +350,7 @@ def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
         on_validation=request.on_validation,
         mixed=request.data.corpus["train"],
         work=request.work,
+        stop=request.stop,
     )
 
 
@@ -366,6 +376,7 @@ def _train_seq2seq(request: SystemRequest) -> None:
             device=device,
             seed=request.seed,
             on_epoch=request.on_validation,
+            stop=request.stop,
         )
         return None
     corpus = data.corpus["train"]
@@ -382,6 +393,7 @@ def _train_seq2seq(request: SystemRequest) -> None:
         device=device,
         seed=request.seed,
         on_epoch=request.on_validation,
+        stop=request.stop,
     )
     return None
 

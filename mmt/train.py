@@ -21,6 +21,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from common.checks import check, check_fraction, check_positive, check_range
 from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share, sum_of, world_size
 from common.epoch_log import EpochLine, format_epoch, seconds_left
+from common.stopping import check as check_stop
 from common.train_state import ResumePoint, restore_rng_state, rng_state
 from features.store import RegionLookup
 from mmt.beam import evaluating
@@ -375,6 +377,7 @@ def fit(
     name: str = "MMT",
     on_validation: ValidationCallback | None = None,
     resume: ResumePoint | None = None,
+    stop: threading.Event | None = None,
 ) -> FitResult:
     """Train ``model`` with teacher forcing until ``config.epochs`` or early stopping; keep the best weights.
 
@@ -400,6 +403,8 @@ def fit(
         resume: Where the state goes after every finished epoch (written by the writer rank, read by every rank);
             a state found there with the same fingerprint is continued after its epoch, and a finished one returns
             its result without training. None: no state is kept.
+        stop: Checked before each batch: once set, the fit is given up (:class:`common.stopping.Cancelled`); the
+            resume state of the last finished epoch stays.
 
     Returns:
         The best score, its step and the validation history.
@@ -437,6 +442,7 @@ def fit(
     for epoch in range(start, config.epochs + 1):
         batches = _epoch_batches(train, mixed, config, rng)
         for position, (text_only, indices) in enumerate(batches, start=1):
+            check_stop(stop, f"{name} epoch {epoch}")
             step += 1
             done = epoch - 1 + position / len(batches)
             with autocast():

@@ -120,6 +120,7 @@ def pretrain_direction(
         seed=seed,
         runtime=runtime,
         work=Path(work) if work is not None else None,
+        stop=stopping.requested,  # set in a direction's worker process when the stage stops (flows/train_mmt.py)
     )
     score = run_on_every_rank(call, here=functools.partial(call, on_validation=report))
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", name)
@@ -235,7 +236,13 @@ def _direction_name(parameters: dict[str, Any]) -> str:
 def train_direction(job: DirectionJob) -> list[dict[str, object]]:
     """Everything of one direction: subwords, text-only pre-training, its systems (``mmt-<src>-<tgt>``,
     ``mt-<src>-<tgt>``), their test metrics and the MMT's learning curve, and the paired bootstrap of MMT against MT
-    (``mmt-vs-mt-<src>-<tgt>.json``); returns a BLEU/chrF row per system."""
+    (``mmt-vs-mt-<src>-<tgt>.json``); returns a BLEU/chrF row per system. Given up because the stage is stopping, it
+    fails with :class:`common.stopping.GivenUp` (it may run in a worker process of the stage's)."""
+    with stopping.reported_as_error():
+        return _train_direction(job)
+
+
+def _train_direction(job: DirectionJob) -> list[dict[str, object]]:
     config, src, tgt, data, paths = job.config, job.src, job.tgt, job.data, job.paths
     mmt_dir = Path(paths.models) / f"mmt-{src}-{tgt}"
     train_subwords(data, config.text, src=src, tgt=tgt, out_dir=str(mmt_dir), seed=job.seed)
@@ -265,6 +272,7 @@ def train_direction(job: DirectionJob) -> list[dict[str, object]]:
             seed=job.seed,
             runtime=job.runtime,
             work=Path(paths.work) if paths.work is not None else None,
+            stop=stopping.requested,
         )
         train_translation_system(backends[system], request)
     test = data.captions["test"]

@@ -8,6 +8,7 @@ The sharded stages run with slow batches (:mod:`tests.flows.slow_stage`), so tha
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from corpora import tables
@@ -258,11 +260,22 @@ def test_sigterm_stops_synthesize_mid_translation_and_the_rerun_writes_the_same_
     assert hidden(tmp_path) == []
 
 
+def processes_marked(marker: str) -> list[int]:
+    """The processes whose environment holds ``TEST_RUN_MARKER=<marker>`` (a stage and the workers it started)."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get("TEST_RUN_MARKER") == marker:
+                found.append(process.pid)
+    return found
+
+
+@pytest.mark.parametrize("parallel_directions", [False, True], ids=["one-after-the-other", "side-by-side"])
 def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
-    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
+    tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str, parallel_directions: bool
 ) -> None:
-    """One direction after the other: with `parallel_directions: true` the workers train on until their fits end
-    (docs/errors.md, "Signals")."""
+    """Side by side, the directions train in a process pool's workers, which the signal does not reach: they give
+    up their fits when the stage stops, and none is left running."""
     from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
@@ -271,7 +284,7 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
     tree["mmt"]["finetune"].update(epochs=EPOCHS, patience=EPOCHS)
     tree["mmt"]["systems"] = ["mmt"]
     tree["retrieval"]["translate_search"]["languages"] = []  # it would need the text-only system
-    tree["distributed"].update(parallel_directions=False)
+    tree["distributed"].update(parallel_directions=parallel_directions)
     params = write_params(tmp_path / "params.yaml", tree)
     models, metrics = tmp_path / "models", tmp_path / "metrics"
 
@@ -280,7 +293,8 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
         outputs = flags(models=models, mt_models=tmp_path / "mt-models", metrics=metrics, work=work)
         return [sys.executable, "-m", "flows.train_mmt", *flags(params=params, target="de"), *paths, *outputs]
 
-    env = {**os.environ, "PREFECT_API_URL": prefect_api_url}
+    marker = tmp_path.name
+    env = {**os.environ, "PREFECT_API_URL": prefect_api_url, "TEST_RUN_MARKER": marker}
     subprocess.run(command(tmp_path / "first"), cwd=REPO, env=env, check=True, capture_output=True)
     before = {"models": tree_bytes(models), "metrics": tree_bytes(metrics)}
 
@@ -289,6 +303,7 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
     print(f"train_mmt stopped {took:.1f} s after SIGTERM")
     assert_stopped_cleanly(status, output, took, "train_mmt")
     assert f"finetune · epoch {EPOCHS}/" not in output, output  # the trainings were stopped, not waited for
+    assert processes_marked(marker) == [], output  # no direction's worker trains on
     assert {"models": tree_bytes(models), "metrics": tree_bytes(metrics)} == before
     assert hidden(tmp_path) == []
     subprocess.run(command(work), cwd=REPO, env=env, check=True, capture_output=True)  # resumes from its states

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import torch
 
 from common.checks import SettingError
 from common.errors import InputError
+from common.stopping import Cancelled
 from mmt.marian import MarianTrainConfig, train_marian
 from mmt.seq2seq import Seq2SeqTranslator
 from mmt.translator_protocol import Translator
@@ -157,6 +159,25 @@ def test_training_is_deterministic(trained: tuple[Seq2SeqTranslator, Path], tmp_
     assert again.translate(sentences, beam=2, max_len=10) == translator.translate(sentences, beam=2, max_len=10)
     other_seed = _train(tmp_path / "other", seed=1)
     assert not torch.equal(other_seed.model.model.shared.weight[:8, :8], translator.model.model.shared.weight[:8, :8])
+
+
+def test_a_training_asked_to_stop_gives_up_before_a_batch_and_writes_no_folder(tmp_path: Path) -> None:
+    src, tgt = _toy_pairs()
+    stop = threading.Event()
+    stop.set()  # the stage is stopping
+    with pytest.raises(Cancelled, match=r"^marian-en-de train epoch 1: given up, the process is stopping$"):
+        train_marian(
+            src,
+            tgt,
+            out_dir=tmp_path / "marian-en-de",
+            src_lang="en",
+            tgt_lang="de",
+            config=TINY,
+            device=CPU,
+            seed=0,
+            stop=stop,
+        )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_hub_id_is_refused_at_once() -> None:

@@ -1,15 +1,18 @@
-"""fit with a resume state: stopped after an epoch and run again with a fresh model, it ends where the
-uninterrupted fit ends, bit for bit; a finished state returns at once; another run's state is not resumed."""
+"""fit with a resume state: stopped after an epoch (killed, or asked to stop) and run again with a fresh model, it
+ends where the uninterrupted fit ends, bit for bit; a finished state returns at once; another run's state is not
+resumed."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from common.stopping import Cancelled
 from common.train_state import ResumePoint, fingerprint
 from mmt.model import RegionalMMT
 from mmt.pairs import Pairs
@@ -42,13 +45,17 @@ def run(
     init_seed: int = 0,
     kill_at_epoch: int | None = None,
     evaluate=score,
+    stop_after_epoch: int | None = None,
 ) -> tuple[RegionalMMT, FitResult]:
     features, mask = random_regions([3, 1, 2], max_regions=3, dim=SHAPE.region_dim, seed=1)
     model = new_model(DROPOUT, seed=init_seed)
+    stop = threading.Event()  # the stage's stop: set as a stop signal arrives, seen before the next batch
 
     def on_validation(line) -> None:  # type: ignore[no-untyped-def]
         if line.epoch == kill_at_epoch:
             raise Killed
+        if line.epoch == stop_after_epoch:
+            stop.set()
 
     result = fit(
         model,
@@ -64,6 +71,7 @@ def run(
         name="toy finetune",
         on_validation=on_validation,
         resume=resume,
+        stop=stop,
     )
     return model, result
 
@@ -95,6 +103,18 @@ def test_a_fit_stopped_after_an_epoch_resumes_to_the_uninterrupted_weights(
         assert (tmp_path / "c" / f"best{suffix}").read_bytes() == (tmp_path / "a" / f"best{suffix}").read_bytes()
     finished = point.load()
     assert finished is not None and finished["finished"]
+
+
+def test_a_fit_asked_to_stop_gives_up_before_its_next_batch_and_resumes_from_its_last_epoch(tmp_path: Path) -> None:
+    reference, expected = run(tmp_path / "a" / "best", resume=None)
+    point = ResumePoint(tmp_path / "work" / "finetune.state.safetensors", fingerprint("toy"))
+    with pytest.raises(Cancelled, match=r"^toy finetune epoch 4: given up, the process is stopping$"):
+        run(tmp_path / "b" / "best", resume=point, stop_after_epoch=3)
+    saved = point.load()
+    assert saved is not None and saved["epoch"] == 3 and not saved["finished"]  # epoch 4 was not trained
+    model, result = run(tmp_path / "c" / "best", resume=point, init_seed=9)
+    assert_same_weights(model, reference)
+    assert result == expected
 
 
 def test_a_finished_state_returns_its_result_without_training(tmp_path: Path) -> None:
