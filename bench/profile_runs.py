@@ -128,6 +128,9 @@ def markdown(record: dict[str, Any]) -> str:
             f" | {run['machine']}, {load['start'][0]:.1f}, {load['end'][0]:.1f} | {run['date']} |"
         )
     for name, run in record.items():
+        if run["runs"] and all(_variant(ref) == "none" for ref in run["runs"]):
+            lines += ["", *setup_table(name, run["runs"])]
+            continue
         lines += ["", f"**`{name}`.** {run['findings']}"]
         mmt_vs_mt = [
             test
@@ -148,6 +151,33 @@ def markdown(record: dict[str, Any]) -> str:
                     f" | {test['delta']:+.1f} | {_p(test['p_value'])} |"
                 )
     return "\n".join(lines) + "\n"
+
+
+def setup_table(name: str, runs: dict[str, dict[str, Any]]) -> list[str]:
+    """A profile whose runs differ in their training setup, not their augmentation (``kadar2018``'s roles): each
+    run's rsum per test set, mean ± sd over its seeds (its findings would say of every run that it has no variant to
+    compare)."""
+    sets = sorted({test_set for run in runs.values() for test_set in run["sets"]})
+    seeds = sorted({run["seeds"] for run in runs.values()})
+    lines = [
+        f"**`{name}`.** Every run trains without augmentation, so the runs compare training setups: rsum per test set,"
+        f" mean ± sd over {', '.join(map(str, seeds))} seeds.",
+        "",
+        "| run | " + " | ".join(sets) + " |",
+        "|---" * (len(sets) + 1) + "|",
+    ]
+    for ref, run in sorted(runs.items()):
+        cells = []
+        for test_set in sets:
+            entry = run["sets"].get(test_set)
+            if entry is None:
+                cells.append("")
+            elif entry["std"] is None:
+                cells.append(f"{entry['rsum']:.1f}")
+            else:
+                cells.append(f"{entry['rsum']:.1f} ± {entry['std']:.1f}")
+        lines.append(f"| `{ref}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _variant(ref: str) -> str:

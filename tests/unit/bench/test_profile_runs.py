@@ -116,3 +116,31 @@ def test_markdown_gives_time_findings_and_mmt_against_mt_per_model() -> None:
     assert "**`table1`.** MMT(f) beats MT(f)." in text
     assert "| san | en | 310.0 | 300.0 | +10.0 | < 0.001 |" in text
     assert "290.0" not in text
+
+
+def test_a_profile_of_training_setups_gets_a_table_of_its_runs_instead_of_its_findings() -> None:
+    runs = {
+        "vsepp-none-low_de_bi": {"sets": {"de": {"rsum": 287.66, "std": 18.31}, "en": {"rsum": 202.2, "std": None}}},
+        "vsepp-none-low_de": {"sets": {"de": {"rsum": 123.6, "std": 8.26}}},
+    }
+    record = {
+        "kadar2018": {
+            "date": "2026-11-27",
+            "machine": "2 CPU cores (x86_64, Linux)",
+            "seconds": 1573.6,
+            "load_average": {"start": [0.3, 1.0, 1.0], "end": [5.0, 2.0, 2.0]},
+            "findings": "Retrieval (vsepp, role low_de, de): only no augmentation was run.",
+            "runs": {name: {**run, "seeds": 3} for name, run in runs.items()},
+            "tests": [],
+        }
+    }
+
+    text = profile_runs.markdown(record)
+
+    assert "only no augmentation" not in text
+    assert "rsum per test set, mean ± sd over 3 seeds." in text
+    table = text[text.index("| run | de | en |") :].splitlines()
+    assert table[2:4] == [  # runs in name order; a set the run was not tested on left empty
+        "| `vsepp-none-low_de` | 123.6 ± 8.3 |  |",
+        "| `vsepp-none-low_de_bi` | 287.7 ± 18.3 | 202.2 |",
+    ]
