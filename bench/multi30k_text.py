@@ -83,8 +83,12 @@ def write_run_params(work: Path, multi30k: Path, parallel: Path, max_steps: int 
     return params
 
 
+RESUMED = ": resuming after epoch"  # what a fit logs when it continues from its resume state (mmt.train)
+
+
 class CurveTimes(logging.Handler):
-    """The wall time of each validation line the training logs (`... val BLEU ...`), from the handler's start."""
+    """The wall time of each validation line the training logs (`... val BLEU ...`), and of the line a resumed fit
+    logs, from the handler's start."""
 
     def __init__(self, log: Path) -> None:
         super().__init__()
@@ -94,19 +98,117 @@ class CurveTimes(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if "val BLEU" in message:
+        if "val BLEU" in message or RESUMED in message:
             self.lines.append((time.perf_counter() - self.started, message))
             with self.log.open("a", encoding="utf-8") as out:
                 out.write(f"{self.lines[-1][0]:.1f}\t{message}\n")
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainedDirection:
+    """What one pass of the stage's code over a direction left: where, when, and the lines the training logged."""
+
+    params_file: Path
+    folder: Path
+    metrics: dict[str, Any]
+    lines: list[tuple[float, str]]
+    load_start: tuple[float, float, float]
+    seconds: dict[str, float]
+
+
 def run_direction(
     data: Path, src: str, tgt: str, work: Path, threads: int, max_steps: int | None = None
 ) -> dict[str, Any]:
+    from mmt.curves import learning_curve
+
+    run = train_and_test(data, src, tgt, work, threads, max_steps, work / "validations.log")
+    curve = [
+        {"epoch": row["epoch"], "loss": row["loss"], "score": row["val_bleu"], "seconds": round(seconds, 1)}
+        for row, (seconds, _) in zip(
+            _finetune_rows(learning_curve(run.folder)), _finetune_lines(run.lines), strict=False
+        )
+    ]
+    translations = (run.folder / f"test-hypotheses.{tgt}.txt").read_text(encoding="utf-8").splitlines()
+    return {
+        **_run_facts(src, tgt, threads, run.load_start, run.params_file, run.metrics),
+        "curve": curve,
+        "validations": [line for _, line in run.lines],
+        "seconds": run.seconds,
+        "sample_translations": translations[:5],
+        "published": PUBLISHED,
+    }
+
+
+def continue_stopped(
+    data: Path, src: str, tgt: str, work: Path, threads: int, stopped: dict[str, Any]
+) -> dict[str, Any]:
+    """The same recipe with more time: the run in ``work`` that was stopped at its budget (``stopped``, its record),
+    resumed from the state its fine-tuning saved after the last finished epoch and trained until its own early stopping
+    or epoch limit ends it; test2016 scored with the best weights. The validations go to
+    ``validations-more-time.log``; a continuation stopped in turn is continued by running this again."""
+    log = work / "validations-more-time.log"
+    run = train_and_test(data, src, tgt, work, threads, None, log)
+    curve, offset = continued_curve(stopped["curve"], log.read_text(encoding="utf-8").splitlines())
+    if offset is None:
+        raise SystemExit(
+            f"{work}: fine-tuning never resumed from a saved state; nothing here continues the stopped run"
+        )
+    whole = stopped["curve"] + curve
+    best = max(whole, key=lambda row: row["score"])
+    test = {
+        key: run.metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in run.metrics
+    }
+    return {
+        "resumed_after_epoch": stopped["curve"][-1]["epoch"],
+        "curve": curve,
+        "ended_after_epoch": whole[-1]["epoch"],
+        "best_epoch": best["epoch"],
+        "test": test,
+        "seconds": {"train_and_test": round(run.seconds["train_and_test"] + offset, 1)},
+        "load_average": {"start": list(run.load_start), "end": list(os.getloadavg())},
+        "validations": log.read_text(encoding="utf-8").splitlines(),
+    }
+
+
+RESUMED_LINE = re.compile(r"^([\d.]+)\t\S+ finetune: resuming after epoch (\d+) of")
+
+
+def continued_curve(stopped: list[dict[str, Any]], lines: list[str]) -> tuple[list[dict[str, Any]], float | None]:
+    """The epochs a stopped run trained after ``stopped`` (its curve), from the log lines of the processes that
+    continued it (``<seconds since the process's start>\t<message>``), each epoch's time on the stopped run's clock:
+    a process's clock is set where its fine-tuning resumed, to the time of the epoch it resumed after (preparing the
+    data again and the finished pre-training are not counted). Also the offset of the last process's clock (None
+    when no process resumed)."""
+    curve = list(stopped)
+    offset: float | None = None
+    for line in lines:
+        resumed = RESUMED_LINE.match(line)
+        if resumed:
+            epoch = int(resumed[2])
+            curve = [row for row in curve if row["epoch"] <= epoch]  # a later resume redoes what followed
+            offset = curve[-1]["seconds"] - float(resumed[1])
+            continue
+        found = VALIDATION.match(line)
+        if found and offset is not None:
+            curve.append(
+                {
+                    "epoch": int(found[2]),
+                    "loss": float(found[4]),
+                    "score": float(found[5]),
+                    "seconds": round(float(found[1]) + offset, 1),
+                }
+            )
+    return curve[len(stopped) :], offset
+
+
+def train_and_test(
+    data: Path, src: str, tgt: str, work: Path, threads: int, max_steps: int | None, log: Path
+) -> TrainedDirection:
+    """The stages' code over one direction in ``work``: prepare, prepare_parallel, then `train_mmt`'s direction task
+    (which resumes from the states a stopped run left in ``work``)."""
     from common.runtime import Runtime, use_cpu_threads
     from corpora.prepared import read_parallel_tables, read_prepared
     from flows import prepare, prepare_parallel
-    from mmt.curves import learning_curve
     from mmt.pairs import direction_data
     from mmt.systems import TEXT_ONLY_REGION_DIM
     from mmtr.params import load_params
@@ -131,30 +233,23 @@ def run_direction(
     paths = PairPaths(None, str(work / "models"), str(work / "mt-models"), str(work / "metrics"), str(work / "states"))
     runtime = Runtime.resolve(params.device, params.precision)
     job = DirectionJob(src, tgt, directions, params.mmt, paths, TEXT_ONLY_REGION_DIM, params.seed, runtime)
-    times = CurveTimes(work / "validations.log")
+    times = CurveTimes(log)
     logging.getLogger("mmt").addHandler(times)
     logging.getLogger("mmt").setLevel(logging.INFO)
     train_direction.fn(job)
     finished = time.perf_counter()
-    folder = work / "models" / f"mt-{src}-{tgt}"
-    metrics = read_json(work / "metrics" / f"mt-{src}-{tgt}.json")
-    curve = [
-        {"epoch": row["epoch"], "loss": row["loss"], "score": row["val_bleu"], "seconds": round(seconds, 1)}
-        for row, (seconds, _) in zip(_finetune_rows(learning_curve(folder)), _finetune_lines(times.lines), strict=False)
-    ]
-    translations = (folder / f"test-hypotheses.{tgt}.txt").read_text(encoding="utf-8").splitlines()
-    return {
-        **_run_facts(src, tgt, threads, load_start, params_file, metrics),
-        "curve": curve,
-        "validations": [line for _, line in times.lines],
-        "seconds": {
+    return TrainedDirection(
+        params_file=params_file,
+        folder=work / "models" / f"mt-{src}-{tgt}",
+        metrics=read_json(work / "metrics" / f"mt-{src}-{tgt}.json"),
+        lines=times.lines,
+        load_start=load_start,
+        seconds={
             "prepare": round(prepared_at - started, 1),
             "train_and_test": round(finished - prepared_at, 1),
             "total": round(finished - started, 1),
         },
-        "sample_translations": translations[:5],
-        "published": PUBLISHED,
-    }
+    )
 
 
 VALIDATION = re.compile(r"^([\d.]+)\t\S+ finetune · epoch (\d+)/\d+ · step (\d+) · loss ([\d.]+) · val BLEU ([\d.]+)")
@@ -237,7 +332,7 @@ def _finetune_rows(curve: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def _finetune_lines(lines: list[tuple[float, str]]) -> list[tuple[float, str]]:
-    return [item for item in lines if "finetune" in item[1]]
+    return [item for item in lines if "finetune" in item[1] and "val BLEU" in item[1]]
 
 
 def _recipe(params_file: Path) -> dict[str, Any]:
@@ -265,23 +360,38 @@ def markdown(record: dict[str, Any]) -> str:
             f" | {len(run['curve'])} | {_minutes(run['seconds']['train_and_test'])}"
             f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
         )
+        more = run.get("more_time")
+        if more is not None:
+            test = more["test"]
+            meteor = f"{test['meteor']:.1f}" if isinstance(test.get("meteor"), float) else "-"
+            load = more["load_average"]
+            epochs = f"{more['ended_after_epoch']} (best {more['best_epoch']})"
+            lines.append(
+                f"| {name.replace('-', '→')}, the same run with more time | {test['bleu']:.1f}"
+                f" | {test['sacrebleu']:.1f} | {test['chrf']:.1f} | {meteor} | {epochs}"
+                f" | {_minutes(more['seconds']['train_and_test'])}"
+                f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
+            )
     lines += [
         "",
         f"Published: {record.get('published', PUBLISHED)}.",
         "",
-        "Validation BLEU (greedy, cased) per epoch:",
+        "Validation BLEU (greedy, cased) per epoch; the epochs after a run's stop, where it was resumed with more time,"
+        " are marked +:",
         "",
     ]
     names = sorted(runs)
-    epochs = max(len(runs[name]["curve"]) for name in names)
+    curves = {name: _whole_curve(runs[name]) for name in names}
+    epochs = max(len(curve) for curve in curves.values())
     lines.append("| epoch | " + " | ".join(f"{name.replace('-', '→')} (time)" for name in names) + " |")
     lines.append("|---" * (len(names) + 1) + "|")
     for index in range(epochs):
         cells = []
         for name in names:
-            curve = runs[name]["curve"]
+            curve, stopped_at = curves[name], len(runs[name]["curve"])
+            mark = "+" if index >= stopped_at else ""
             cells.append(
-                f"{curve[index]['score']:.1f} ({_minutes(curve[index]['seconds'])})" if index < len(curve) else ""
+                f"{mark}{curve[index]['score']:.1f} ({_minutes(curve[index]['seconds'])})" if index < len(curve) else ""
             )
         lines.append(f"| {index + 1} | " + " | ".join(cells) + " |")
     first = runs[names[0]]
@@ -294,6 +404,12 @@ def markdown(record: dict[str, Any]) -> str:
             lines += [f"- {text}" for text in runs[name]["sample_translations"][:3]]
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _whole_curve(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A direction's learning curve, with the epochs it trained when resumed with more time."""
+    more = run.get("more_time")
+    return run["curve"] + (more["curve"] if more is not None else [])
 
 
 def _minutes(seconds: float) -> str:
@@ -314,6 +430,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="score the best weights of a run in --work that was stopped during fine-tuning (its budget spent)",
     )
+    parser.add_argument(
+        "--more-time",
+        action="store_true",
+        help="resume the run in --work that was stopped at its budget and train it until its early stopping ends it;"
+        " recorded beside the stopped run's figures",
+    )
     add_section_arguments(parser)
     args = parser.parse_args(argv)
     if publish_section(args, SECTION, markdown):
@@ -322,15 +444,24 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--data is required to run")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     src, tgt = args.direction.split("-")
-    if args.stopped:
-        if args.work is None:
-            parser.error("--stopped scores the run in --work: give it")
+    record: dict[str, Any] = read_json(args.out) if args.out.exists() else {"published": PUBLISHED, "directions": {}}
+    if (args.stopped or args.more_time) and args.work is None:
+        parser.error("--stopped and --more-time take the run in --work: give it")
+    if args.more_time:
+        stopped = record["directions"].get(args.direction)
+        if stopped is None or "stopped" not in stopped:
+            parser.error(f"{args.out} holds no stopped {args.direction} run to continue")
+        stopped["more_time"] = continue_stopped(
+            args.data.resolve(), src, tgt, args.work.resolve(), args.threads, stopped
+        )
+        run = stopped["more_time"]
+    elif args.stopped:
         run = evaluate_stopped(src, tgt, args.work.resolve(), args.threads)
+        record["directions"][args.direction] = run
     else:
         work = args.work or Path(tempfile.mkdtemp(prefix=f"multi30k-text-{args.direction}-"))
         run = run_direction(args.data.resolve(), src, tgt, work.resolve(), args.threads, args.max_steps)
-    record: dict[str, Any] = read_json(args.out) if args.out.exists() else {"published": PUBLISHED, "directions": {}}
-    record["directions"][args.direction] = run
+        record["directions"][args.direction] = run
     write_text(args.out, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(run["test"]))
 
