@@ -80,13 +80,19 @@ def test_key_tests_lists_every_paired_test_of_rsum(tmp_path: Path) -> None:
     assert profile_runs.key_tests(tmp_path / "absent.json") == []
 
 
+PROFILE_RUN = {  # a profile's record, less its findings, runs and tests
+    "date": "2026-11-27",
+    "machine": "2 CPU cores (x86_64, Linux)",
+    "seconds": 1865.4,
+    "load_average": {"start": [1.5, 1.0, 1.0], "end": [3.25, 2.0, 2.0]},
+    "tests": [],
+}
+
+
 def test_markdown_gives_time_findings_and_mmt_against_mt_per_model() -> None:
     record = {
         "table1": {
-            "date": "2026-11-27",
-            "machine": "2 CPU cores (x86_64, Linux)",
-            "seconds": 1865.4,
-            "load_average": {"start": [1.5, 1.0, 1.0], "end": [3.25, 2.0, 2.0]},
+            **PROFILE_RUN,
             "findings": "MMT(f) beats MT(f).",
             "runs": {"san-mmt_f-pivot_test": {"sets": {}, "seeds": 3}, "san-mt_f-pivot_test": {"sets": {}, "seeds": 3}},
             "tests": [
@@ -123,17 +129,9 @@ def test_a_profile_of_training_setups_gets_a_table_of_its_runs_instead_of_its_fi
         "vsepp-none-low_de_bi": {"sets": {"de": {"rsum": 287.66, "std": 18.31}, "en": {"rsum": 202.2, "std": None}}},
         "vsepp-none-low_de": {"sets": {"de": {"rsum": 123.6, "std": 8.26}}},
     }
-    record = {
-        "kadar2018": {
-            "date": "2026-11-27",
-            "machine": "2 CPU cores (x86_64, Linux)",
-            "seconds": 1573.6,
-            "load_average": {"start": [0.3, 1.0, 1.0], "end": [5.0, 2.0, 2.0]},
-            "findings": "Retrieval (vsepp, role low_de, de): only no augmentation was run.",
-            "runs": {name: {**run, "seeds": 3} for name, run in runs.items()},
-            "tests": [],
-        }
-    }
+    findings = "Retrieval (vsepp, role low_de, de): only no augmentation was run."
+    with_seeds = {name: {**run, "seeds": 3} for name, run in runs.items()}
+    record = {"kadar2018": {**PROFILE_RUN, "findings": findings, "runs": with_seeds}}
 
     text = profile_runs.markdown(record)
 
