@@ -6,6 +6,7 @@ test captions; :func:`compared_accuracies` puts two systems' image-dependent and
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +43,10 @@ def evaluate_system(
     runtime: Runtime,
     meteor: bool = True,
     contrastive: Sequence[ContrastiveItem] | None = None,
+    stop: threading.Event | None = None,
 ) -> Evaluation:
-    """The scores of the system in ``folder`` on ``test``.
+    """The scores of the system in ``folder`` on ``test`` (its translations given up before a batch once ``stop`` is
+    set: :class:`common.stopping.Cancelled`).
 
     BLEU (both conventions), chrF with their signatures, METEOR 1.5 unless ``meteor`` is false (or why not:
     :mod:`mmt.meteor`); for a
@@ -54,7 +57,7 @@ def evaluate_system(
     """
     system = load_system(folder, store, runtime)
     multimodal = system_backend(Path(folder)).multimodal
-    hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64)
+    hypotheses = system.translate(test.src, test.image_ids, beam=beam, batch_size=64, stop=stop)
     metrics: dict[str, object] = {
         **translation_scores(hypotheses, test.tgt, tgt),
         "test_sentences": len(test.src),
@@ -67,7 +70,7 @@ def evaluate_system(
     else:
         metrics.update(meteor=None, meteor_note="METEOR 1.5 not computed: mmt.meteor is false")
     if multimodal and test.image_ids is not None:
-        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64)
+        blind = system.translate(test.src, shuffled_images(test.image_ids), beam=beam, batch_size=64, stop=stop)
         blind_bleu = translation_scores(blind, test.tgt, tgt)["bleu"]
         assert isinstance(blind_bleu, float) and isinstance(metrics["bleu"], float)
         metrics.update(bleu_shuffled_images=blind_bleu, image_awareness=metrics["bleu"] - blind_bleu)

@@ -169,7 +169,15 @@ def test_translation_system(
     image-dependent words' scores and the contrastive accuracy on ``contrastive`` -> a metrics JSON file; the
     translations -> ``<folder>/test-hypotheses.<tgt>.txt``."""
     evaluation = evaluate_system(
-        folder, test, store=store, tgt=tgt, beam=beam, runtime=runtime, meteor=meteor, contrastive=contrastive
+        folder,
+        test,
+        store=store,
+        tgt=tgt,
+        beam=beam,
+        runtime=runtime,
+        meteor=meteor,
+        contrastive=contrastive,
+        stop=stopping.requested,  # set in a direction's worker process when the stage stops (flows/train_mmt.py)
     )
     metrics = evaluation.metrics
     write_metrics(metrics_path, metrics)

@@ -5,9 +5,11 @@ side."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
+from common.stopping import Cancelled
 from mmt.evaluation import Evaluation, compared_accuracies, evaluate_system, shuffled_images
 from mmt.metrics import ContrastiveScores, contrastive_accuracy, image_dependent_scores, translation_scores
 from mmt.pairs import caption_pairs, contrastive_items
@@ -18,6 +20,16 @@ from tests.unit.mmt.test_systems import CPU, Trained, annotations, caption_corpu
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     return train_every_backend(tmp_path_factory.mktemp("systems"))
+
+
+def test_an_evaluation_asked_to_stop_gives_up_before_translating(trained: Trained) -> None:
+    stop = threading.Event()
+    stop.set()  # the stage is stopping
+    test = trained.data.captions["test"]
+    with pytest.raises(Cancelled, match=r": translating: given up, the process is stopping$"):
+        evaluate_system(
+            str(trained.folder("mmt")), test, store=str(trained.store), tgt="de", beam=2, runtime=CPU, stop=stop
+        )
 
 
 def test_evaluate_system_scores_the_test_captions(trained: Trained) -> None:
