@@ -16,6 +16,7 @@ first test translations, the wall time of each part, and the load average at the
 busy run is slower than the code).
 
     python bench/multi30k_text.py --data <folder with multi30k/ and wmt-sample/> --direction en-de
+    python bench/multi30k_text.py --data <same> --direction en-de --work <its folder> --more-time   # past its budget
     python bench/multi30k_text.py --markdown bench/results/multi30k_text.json --into docs/real-data.md
 """
 
