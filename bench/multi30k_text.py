@@ -167,7 +167,8 @@ def continue_stopped(
         "test": test,
         "seconds": {"train_and_test": round(run.seconds["train_and_test"] + offset, 1)},
         "load_average": {"start": list(run.load_start), "end": list(os.getloadavg())},
-        "validations": log.read_text(encoding="utf-8").splitlines(),
+        # the lines as logged, less the folder the run happened to work in
+        "validations": log.read_text(encoding="utf-8").replace(f"{work}/", "").splitlines(),
     }
 
 
