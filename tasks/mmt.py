@@ -120,9 +120,11 @@ def pretrain_direction(
         seed=seed,
         runtime=runtime,
         work=Path(work) if work is not None else None,
-        stop=stopping.requested,  # set in a direction's worker process when the stage stops (flows/train_mmt.py)
     )
-    score = run_on_every_rank(call, here=functools.partial(call, on_validation=report))
+    # the stop event is this process's (set in a direction's worker when the stage stops, flows/train_mmt.py); the
+    # other ranks get the call without it, and torchrun stops them
+    here = functools.partial(call, on_validation=report, stop=stopping.requested)
+    score = run_on_every_rank(call, here=here)
     publish_history(Path(model_dir) / f"{PRETRAIN}.history.tsv", name)
     return score
 
@@ -141,7 +143,8 @@ def train_translation_system(backend: str, request: SystemRequest) -> float | No
     report = fit_progress(name)
     here = functools.partial(systems.train_system, backend, dataclasses.replace(request, on_validation=report))
     if systems.BACKENDS[backend].data_parallel:  # the other torchrun ranks, if any, train along
-        score = run_on_every_rank(functools.partial(systems.train_system, backend, request), here=here)
+        others = dataclasses.replace(request, stop=None)  # an event is this process's alone (pretrain_direction)
+        score = run_on_every_rank(functools.partial(systems.train_system, backend, others), here=here)
     else:
         score = here()
     publish_history(request.out_dir / f"{FINETUNE}.history.tsv", name)
