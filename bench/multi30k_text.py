@@ -156,15 +156,12 @@ def continue_stopped(
         )
     whole = stopped["curve"] + curve
     best = max(whole, key=lambda row: row["score"])
-    test = {
-        key: run.metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in run.metrics
-    }
     return {
         "resumed_after_epoch": stopped["curve"][-1]["epoch"],
         "curve": curve,
         "ended_after_epoch": whole[-1]["epoch"],
         "best_epoch": best["epoch"],
-        "test": test,
+        "test": _test_scores(run.metrics),
         "seconds": {"train_and_test": round(run.seconds["train_and_test"] + offset, 1)},
         "load_average": {"start": list(run.load_start), "end": list(os.getloadavg())},
         # the lines as logged, less the folder the run happened to work in
@@ -323,10 +320,24 @@ def _run_facts(
         "threads": threads,
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "settings": {"mmt": _recipe(params_file)},
-        "test": {
-            key: metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in metrics
-        },
+        "test": _test_scores(metrics),
     }
+
+
+def _scores_row(label: str, run: dict[str, Any], part: dict[str, Any], epochs: str) -> str:
+    """A row of the docs' scores table: the test scores, time and load of ``part`` (the run, or its continuation)."""
+    test, load = part["test"], part["load_average"]
+    meteor = f"{test['meteor']:.1f}" if isinstance(test.get("meteor"), float) else "-"
+    return (
+        f"| {label} | {test['bleu']:.1f} | {test['sacrebleu']:.1f} | {test['chrf']:.1f} | {meteor} | {epochs}"
+        f" | {_minutes(part['seconds']['train_and_test'])}"
+        f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
+    )
+
+
+def _test_scores(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The test scores a record keeps of a metrics file."""
+    return {key: metrics[key] for key in ("bleu", "sacrebleu", "chrf", "meteor", "test_sentences") if key in metrics}
 
 
 def _finetune_rows(curve: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -354,26 +365,12 @@ def markdown(record: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, run in sorted(runs.items()):
-        test = run["test"]
-        meteor = f"{test['meteor']:.1f}" if isinstance(test.get("meteor"), float) else "-"
-        load = run["load_average"]
-        lines.append(
-            f"| {name.replace('-', '→')} | {test['bleu']:.1f} | {test['sacrebleu']:.1f} | {test['chrf']:.1f} | {meteor}"
-            f" | {len(run['curve'])} | {_minutes(run['seconds']['train_and_test'])}"
-            f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
-        )
+        direction = name.replace("-", "→")
+        lines.append(_scores_row(direction, run, run, str(len(run["curve"]))))
         more = run.get("more_time")
         if more is not None:
-            test = more["test"]
-            meteor = f"{test['meteor']:.1f}" if isinstance(test.get("meteor"), float) else "-"
-            load = more["load_average"]
-            epochs = f"{more['ended_after_epoch']} (best {more['best_epoch']})"
-            lines.append(
-                f"| {name.replace('-', '→')}, the same run with more time | {test['bleu']:.1f}"
-                f" | {test['sacrebleu']:.1f} | {test['chrf']:.1f} | {meteor} | {epochs}"
-                f" | {_minutes(more['seconds']['train_and_test'])}"
-                f" | {run['machine']}, {run['threads']} thread(s), {load['start'][0]:.1f}, {load['end'][0]:.1f} |"
-            )
+            more_epochs = f"{more['ended_after_epoch']} (best {more['best_epoch']})"
+            lines.append(_scores_row(f"{direction}, the same run with more time", run, more, more_epochs))
     lines += [
         "",
         f"Published: {record.get('published', PUBLISHED)}.",
