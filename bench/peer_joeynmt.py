@@ -41,7 +41,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -558,4 +557,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

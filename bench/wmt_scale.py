@@ -381,7 +381,7 @@ def extrapolated(record: dict[str, Any], step: str, key: str, target: int) -> fl
     if step == "subword" and high >= record["settings"]["sample"]:
         if key != "seconds":
             return float(hi[step][key])
-        names = ("sample_scan_s",)
+        names: tuple[str, ...] = ("sample_scan_s",)
         return grown(hi[step][key], part(lo, names, step), part(hi, names, step))
     if step == "train":
         names, source = (

@@ -14,8 +14,10 @@ from tests.command_line import flags
 
 REPO = Path(__file__).resolve().parents[2]
 # what a scratch DVC project needs of the repository to run the stages (the code they run, the inputs they read)
-PROJECT_CODE = ("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows", ".dvcignore")
-PROJECT_CODE += ("pyproject.toml", "data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors")
+PROJECT_CODE: tuple[str, ...] = (
+    *("common", "corpora", "features", "mmt", "retrieval", "report", "mmtr", "tasks", "flows", ".dvcignore"),
+    *("pyproject.toml", "data/raw/feature-inputs", "data/raw/mt-models", "data/raw/word-vectors"),
+)
 
 TINY_SPLITS = {"train": 6, "val": 3, "test": 3}
 TINY_PAIRS = {"train": 40, "val": 10, "test": 10}
