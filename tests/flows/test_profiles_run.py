@@ -2,12 +2,17 @@
 DVC's order, and the report holds the profile's runs.
 
 The stage commands run in this process (``python -m flows.X args`` -> ``flows.X.main(args)``), in the order of
-DVC's own stage graph: the same commands and wiring as ``dvc repro``, without a process start per stage.
+DVC's own stage graph: the same commands and wiring as ``dvc repro``, without a process start per stage. As DVC's
+run cache does, a stage whose command, params and input files are those of a stage an earlier profile ran (in the
+same test process) gets that run's outputs instead of running again: most profiles share their upstream stages, and
+each distinct stage still runs once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import re
 import shlex
 import shutil
@@ -16,6 +21,8 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from dvc.dependency.param import ParamsDependency
+from dvc.stage import Stage
 
 from common.metrics_files import is_notes_file, read_metrics
 from mmt.augment import VARIANTS
@@ -42,19 +49,68 @@ def tiny_profile_params(name: str) -> dict[str, Any]:
     return tree
 
 
-def run_stages_in_order(project: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Run every stage of ``project``'s dvc.yaml in DVC's dependency order; returns the stage names."""
+def content_digest(path: Path) -> str:
+    """A digest of a file's bytes, or of a folder's file names and bytes; of nothing for a path that is absent."""
+    digest = hashlib.sha256()
+    files = sorted(file for file in path.rglob("*") if file.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if file.is_file():
+            digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}\0".encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def stage_key(stage: Stage) -> str:
+    """What makes a stage's outputs, as DVC's run cache keys them: its command, its params' values, its inputs."""
+    digest = hashlib.sha256(stage.cmd.encode())
+    for dep in stage.deps:
+        if isinstance(dep, ParamsDependency):
+            digest.update(json.dumps(dep.read_params(), sort_keys=True, default=str).encode())
+        else:
+            digest.update(f"{dep.def_path}\0{content_digest(Path(dep.fs_path))}".encode())
+    return digest.hexdigest()
+
+
+def copy_path(source: Path, target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
+def run_stages_in_order(project: Path, monkeypatch: pytest.MonkeyPatch, ran: Path) -> list[str]:
+    """Run every stage of ``project``'s dvc.yaml in DVC's dependency order; returns the stage names.
+
+    A stage whose :func:`stage_key` is in ``ran`` (outputs kept by key) gets those outputs; the others run, and
+    their outputs are kept there."""
     from dvc.repo import Repo
 
     monkeypatch.chdir(project)
     with Repo(str(project)) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
-        stages = [(stage.addressing, stage.cmd) for stage in reversed(list(nx.topological_sort(graph)))]
-    for _, command in stages:
-        python, dash_m, module, *args = shlex.split(command)
-        assert (python, dash_m) == ("python", "-m") and module.startswith("flows."), command
-        importlib.import_module(module).main(args)
-    return [name for name, _ in stages]
+        stages = list(reversed(list(nx.topological_sort(graph))))
+        for stage in stages:
+            kept = ran / stage_key(stage)
+            outs = [(Path(out.fs_path), kept / out.def_path) for out in stage.outs]
+            if kept.is_dir():
+                for workspace, copy in outs:
+                    copy_path(copy, workspace)
+                continue
+            python, dash_m, module, *args = shlex.split(stage.cmd)
+            assert (python, dash_m) == ("python", "-m") and module.startswith("flows."), stage.cmd
+            importlib.import_module(module).main(args)
+            for workspace, copy in outs:
+                copy_path(workspace, copy)
+        return [stage.addressing for stage in stages]
+
+
+@pytest.fixture(scope="module")
+def stage_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stage outputs the profiles of this test process made, by :func:`stage_key`."""
+    return tmp_path_factory.mktemp("stage-runs")
 
 
 @pytest.fixture
@@ -72,11 +128,11 @@ def project(tmp_path: Path, prefect_api_url: str) -> Path:
 @pytest.mark.parametrize(
     "name", [name for name in experiment_names() if not name.startswith("real_")]
 )  # the built-in world's
-def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profile_runs_end_to_end(name: str, project: Path, monkeypatch: pytest.MonkeyPatch, stage_runs: Path) -> None:
     tree = tiny_profile_params(name)
     write_params(project / "params.yaml", tree)
     update_dvc_yaml(project / "params.yaml")
-    stages = run_stages_in_order(project, monkeypatch)
+    stages = run_stages_in_order(project, monkeypatch, stage_runs)
 
     retrieval, roles = tree["retrieval"], tree["corpus_roles"]
     params = parse_params(tree)
