@@ -149,7 +149,8 @@ def continue_stopped(
     ``validations-more-time.log``; a continuation stopped in turn is continued by running this again."""
     log = work / "validations-more-time.log"
     run = train_and_test(data, src, tgt, work, threads, None, log)
-    curve, offset = continued_curve(stopped["curve"], log.read_text(encoding="utf-8").splitlines())
+    logged = log.read_text(encoding="utf-8")
+    curve, offset = continued_curve(stopped["curve"], logged.splitlines())
     if offset is None:
         raise SystemExit(
             f"{work}: fine-tuning never resumed from a saved state; nothing here continues the stopped run"
@@ -165,7 +166,7 @@ def continue_stopped(
         "seconds": {"train_and_test": round(run.seconds["train_and_test"] + offset, 1)},
         "load_average": {"start": list(run.load_start), "end": list(os.getloadavg())},
         # the lines as logged, less the folder the run happened to work in
-        "validations": log.read_text(encoding="utf-8").replace(f"{work}/", "").splitlines(),
+        "validations": logged.replace(f"{work}/", "").splitlines(),
     }
 
 

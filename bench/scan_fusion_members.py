@@ -88,8 +88,8 @@ def measure(workspace: Path) -> dict[str, Any]:
         measured = []
         for replicate in replicates:
             entry: dict[str, Any] = {"replicate": replicate.name if replicate != folder else "first", "rsum": {}}
-            for pick in MEMBERS:
-                loaded = load_retrieval(replicate / "model.safetensors", device=runtime.torch_device())
+            loaded = load_retrieval(replicate / "model.safetensors", device=runtime.torch_device())
+            for pick in MEMBERS:  # each pick stands in for the same model's fused similarity in turn
                 recorder = SpreadRecorder(loaded.model, pick)
                 loaded.model.similarity = recorder  # type: ignore[method-assign]  # stands in while tested
                 metrics = test_model(

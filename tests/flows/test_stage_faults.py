@@ -26,7 +26,7 @@ from corpora import tables
 from flows import prepare
 from tests.command_line import flags
 from tests.flows.conftest import TinyDataset
-from tests.flows.helpers import train_retrieval_argv
+from tests.flows.helpers import tiny_params_tree, train_retrieval_argv, write_params
 from tests.flows.slow_stage import BATCH_LINE
 from tests.unit.common.test_hostile_faults import NO_SPACE, arrow_no_space, fail_on_call, hidden, tree_bytes
 
@@ -125,7 +125,6 @@ def test_sigterm_stops_prepare_cleanly_and_the_rerun_writes_the_same_tables(
 def test_sigterm_stops_train_retrieval_mid_training_and_the_rerun_completes(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
-    from tests.flows.helpers import tiny_params_tree, write_params
 
     tree = tiny_params_tree()
     tree["retrieval"]["replicates"] = 2
@@ -188,7 +187,6 @@ def nth_batch(count: int) -> Callable[[str], bool]:
 def test_sigterm_stops_features_mid_shard_and_the_rerun_writes_the_same_store(
     tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
-    from tests.flows.helpers import tiny_params_tree, write_params
 
     tree = tiny_params_tree(raw=tiny_dataset.raw)
     tree["features"].update(shard_size=12, batch_size=1, probe=False)  # one shard of 12 one-image batches
@@ -223,7 +221,6 @@ def test_sigterm_stops_features_mid_shard_and_the_rerun_writes_the_same_store(
 def test_sigterm_stops_synthesize_mid_translation_and_the_rerun_writes_the_same_captions(
     trained: Path, tiny_dataset: TinyDataset, tmp_path: Path, prefect_api_url: str
 ) -> None:
-    from tests.flows.helpers import tiny_params_tree, write_params
 
     tree = tiny_params_tree(raw=tiny_dataset.raw)
     # the 30 train captions of a pass in two shards of 15 one-caption batches, translated side by side
@@ -276,7 +273,6 @@ def test_sigterm_stops_train_mmt_mid_training_and_the_rerun_completes(
 ) -> None:
     """Side by side, the directions train in a process pool's workers, which the signal does not reach: they give
     up their fits when the stage stops, and none is left running."""
-    from tests.flows.helpers import tiny_params_tree, write_params
     from tests.flows.test_features_flow import run_features
 
     store, _ = run_features(tiny_dataset, tmp_path, tiny_dataset.raw / "images", tiny_dataset.params)
