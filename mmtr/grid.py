@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import InputError
+from common.threads import available_cpus
 from mmtr import processes
 
 RETRIEVAL = "train_retrieval"
@@ -252,7 +253,7 @@ class Grid:
                 raise InputError(
                     f"`dvc queue status` lists {sorted(mine.values())}, not the runs queued: {sorted(by_name)}"
                 )
-            env = worker_env(os.environ, self.jobs, os.cpu_count() or 1, self.slots_folder())
+            env = worker_env(os.environ, self.jobs, available_cpus(), self.slots_folder())
             self.dvc(start_command(self.jobs), env=env)
             tasks = self.wait(set(mine))
         except processes.Stopped:

@@ -13,6 +13,7 @@ from typing import TypeVar
 from common import distributed
 from common.errors import InputError
 from common.runtime import resolve_device
+from common.threads import use_available_cpus
 from mmtr import processes
 from mmtr.commit import commit_date, git_commit
 from mmtr.errors import ParamsError, add_debug_flag, user_errors
@@ -141,6 +142,7 @@ def _run_stage(
 ) -> Result | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    use_available_cpus()  # a container's CPU quota, not the host's core count
     with user_errors(parser.prog, debug=args.debug):
         params = load_params(args.params)
         if os.environ.get("DVC_STAGE"):

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from common.threads import available_cpus, configure_environment
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# Before anything imports torch: OpenMP's waiting threads sleep (common.threads), in this process and the stage
+# processes the tests start.
+configure_environment()
 # Before anything imports prefect or transformers: no hub access, and Prefect state in a throwaway home.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
@@ -21,7 +26,7 @@ os.environ["MMTR_CACHE_DIR"] = tempfile.mkdtemp(prefix="mmtr-cache-")
 # Under pytest-xdist the workers share the cores: each worker's torch (and the stage processes it starts, through
 # OMP_NUM_THREADS) takes its share of them instead of all of them, so that no thread pool waits on a busy core.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_WORKER_THREADS = max(1, (os.cpu_count() or 1) // _WORKERS) if _WORKERS > 1 else None
+_WORKER_THREADS = max(1, available_cpus() // _WORKERS) if _WORKERS > 1 else None
 if _WORKER_THREADS is not None:
     os.environ["OMP_NUM_THREADS"] = str(_WORKER_THREADS)
 
