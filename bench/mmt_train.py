@@ -43,10 +43,12 @@ from mmt.train import (
     TrainConfig,
     _autocasts_to_fp16,
     _update,
+    adam,
     check_examples,
     collate,
     length_batches,
     mmt_loss,
+    parameter_groups,
 )
 
 MULTI30K_PAIRS = 29_000  # sentence pairs of one fine-tuning epoch on Multi30K (the implied epoch time)
@@ -86,7 +88,7 @@ def train_steps(
     """Seconds of ``steps`` timed training steps after ``warmup`` untimed ones, their target tokens, the losses."""
     device, autocast = runtime.torch_device(), runtime.autocast()
     model.to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = adam(parameter_groups(model, config), lr=config.lr, device=device)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
     batches = batch_stream(examples, config)
     losses: list[float] = []

@@ -57,7 +57,7 @@ from common.files import write_text
 from mmt.metrics import translation_scores
 from mmt.model import MMTConfig, MMTShape, RegionalMMT
 from mmt.text import EOS_ID, UNK_ID, SubwordConfig, TextPipeline
-from mmt.train import Example, TrainConfig, _update, collate, length_batches, mmt_loss, parameter_groups
+from mmt.train import Example, TrainConfig, _update, adam, collate, length_batches, mmt_loss, parameter_groups
 from mmt.translator import MMTTranslator
 from mmtr.doc_sections import add_section_arguments, publish_section
 
@@ -158,7 +158,7 @@ def run_project(segmented: Segmented, sizes: Sizes, tgt: str) -> dict[str, Any]:
     config = TrainConfig(batch_size=sizes.batch, lr=sizes.lr, clip=sizes.clip)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr)
+    optimizer = adam(parameter_groups(model, config), lr=config.lr, device=cpu)
     scaler = torch.amp.GradScaler("cpu", enabled=False)
     started = time.perf_counter()
     deadline = started + sizes.minutes * 60

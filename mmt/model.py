@@ -386,7 +386,7 @@ class RegionalMMT(nn.Module):
         return DecoderState(hidden, torch.zeros_like(hidden), hidden.new_zeros(hidden.shape[1:]))
 
     def step(self, encoded: Encoded, previous: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
-        """One decoder step of B x R rows: logits of y_i given y_{i-1} (teacher forcing or search).
+        """One decoder step of B x R rows: logits of y_i given y_{i-1} (search; training runs :meth:`forward`).
 
         Args:
             encoded: B sentences.
@@ -397,7 +397,18 @@ class RegionalMMT(nn.Module):
             logits: (B*R, V_tgt) unnormalised scores W_o h~_i.
             state: The updated state.
         """
-        layer_input = torch.cat([self.dropout(self.tgt_embedding(previous)), state.feed], dim=-1)  # (B*R, E+H)
+        state = self.recur(encoded, self.dropout(self.tgt_embedding(previous)), state)
+        return self.project(state.feed), state
+
+    def recur(self, encoded: Encoded, embedded: torch.Tensor, state: DecoderState) -> DecoderState:
+        """The recurrence of one decoder step: the LSTM layers, the attention and Eq. 1's h~_i (the new ``feed``).
+
+        Args:
+            encoded: B sentences.
+            embedded: (B*R, E) the embeddings of y_{i-1}, dropout applied.
+            state: The rows' decoder state.
+        """
+        layer_input = torch.cat([embedded, state.feed], dim=-1)  # (B*R, E+H)
         hiddens, cells = [], []
         for layer, cell in enumerate(self.decoder):
             hidden, memory = cell(layer_input, (state.hidden[layer], state.cell[layer]))
@@ -413,8 +424,11 @@ class RegionalMMT(nn.Module):
             read, _ = self.attend_regions(encoded, torch.cat([context, query], dim=-1))  # (B, R, E) r_i
             combined = combined + self.region_combine(read.reshape(top.size(0), -1))
         attentional = torch.tanh(combined)  # h~_i, Eq. 1
-        logits = self.output(self.dropout(attentional))
-        return logits, DecoderState(torch.stack(hiddens), torch.stack(cells), attentional)
+        return DecoderState(torch.stack(hiddens), torch.stack(cells), attentional)
+
+    def project(self, attentional: torch.Tensor) -> torch.Tensor:
+        """Eq. 5's logits W_o h~ of attentional states (..., H), dropout applied first."""
+        return self.output(self.dropout(attentional))
 
     def decode_step(
         self, encoded: Encoded, previous: torch.Tensor, state: DecoderState
@@ -435,6 +449,10 @@ class RegionalMMT(nn.Module):
     def forward(self, batch: SourceBatch, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits.
 
+        Only the recurrence runs position by position: the target embeddings before it and the output layer after it
+        run once over all M positions, so their gradients are one matrix product each instead of M partial ones
+        summed into vocabulary-sized buffers.
+
         Args:
             batch: B source sentences (and regions).
             tgt_in: (B, M) int64 decoder inputs: BOS followed by the target without its last token.
@@ -444,11 +462,12 @@ class RegionalMMT(nn.Module):
         """
         encoded = self.encode(batch)
         state = self.initial_state(encoded)
-        logits = []
+        embedded = self.dropout(self.tgt_embedding(tgt_in))  # (B, M, E)
+        attentional = []
         for position in range(tgt_in.size(1)):
-            step_logits, state = self.step(encoded, tgt_in[:, position], state)
-            logits.append(step_logits)
-        return torch.stack(logits, dim=1)  # (B, M, V)
+            state = self.recur(encoded, embedded[:, position], state)
+            attentional.append(state.feed)
+        return self.project(torch.stack(attentional, dim=1))  # (B, M, V)
 
 
 def _read_regions(

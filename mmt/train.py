@@ -68,7 +68,11 @@ class TrainConfig:
 
     Attributes:
         epochs: Most passes over the training data.
-        batch_size: Sentences per batch.
+        batch_size: Sentences per batch; with ``batch_tokens``, the batches' size on average, which sets how many
+            sentences are sorted together (``sort_chunk`` times it).
+        batch_tokens: If above 0, batches are cut by tokens instead: each holds as many length-sorted pairs as keep
+            its padded target (pairs x longest target) within this many tokens, so that short sentences come in
+            larger batches and a batch's cost does not swing with its lengths (JoeyNMT's ``batch_type: token``).
         lr: Adam learning rate.
         clip: Largest gradient L2 norm (clip_grad_norm_).
         patience: Validations without improvement before training stops.
@@ -92,6 +96,7 @@ class TrainConfig:
 
     epochs: int = 100
     batch_size: int = 32
+    batch_tokens: int = 0
     lr: float = 4e-4
     clip: float = 5.0
     patience: int = 20
@@ -107,6 +112,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_range("epochs", self.epochs, 1, 10_000)
         check_range("batch_size", self.batch_size, 1, 65_536)
+        check_range("batch_tokens", self.batch_tokens, 0, 10_000_000)
         check_positive("lr", self.lr, below=1.0)
         check_positive("clip", self.clip)
         check_range("patience", self.patience, 1, 1000)
@@ -171,10 +177,16 @@ class KnownLengths(Protocol):
 
 
 def length_batches(
-    examples: Sequence[Example], *, batch_size: int, sort_chunk: int, rng: np.random.Generator
+    examples: Sequence[Example],
+    *,
+    batch_size: int,
+    sort_chunk: int,
+    rng: np.random.Generator,
+    batch_tokens: int = 0,
 ) -> list[list[int]]:
-    """One epoch of batches (example indices): shuffle, sort chunks of ``sort_chunk`` batches by length (source,
-    then target; a stable sort, so ties keep the shuffled order), cut."""
+    """One epoch of batches (example indices): shuffle, sort chunks of ``sort_chunk * batch_size`` examples by length
+    (source, then target; a stable sort, so ties keep the shuffled order), cut each into ``batch_size`` examples, or
+    with ``batch_tokens`` into runs whose padded targets stay within that many tokens (a longer pair alone)."""
     if isinstance(examples, KnownLengths):
         src_lengths, tgt_lengths = examples.lengths()
     else:
@@ -186,8 +198,26 @@ def length_batches(
     for start in range(0, len(order), chunk):
         part = order[start : start + chunk]
         part = part[np.lexsort((tgt_lengths[part], src_lengths[part]))]
-        batches += [part[first : first + batch_size].tolist() for first in range(0, len(part), batch_size)]
+        if batch_tokens:
+            batches += [part[first:last].tolist() for first, last in _token_cuts(tgt_lengths[part], batch_tokens)]
+        else:
+            batches += [part[first : first + batch_size].tolist() for first in range(0, len(part), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _token_cuts(lengths: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive [first, last) runs of ``lengths`` whose count times their longest stays within ``budget`` (at
+    least one item each)."""
+    cuts, first, longest = [], 0, 0
+    for position, length in enumerate(lengths.tolist()):
+        longest_with = max(longest, length)
+        if position > first and longest_with * (position - first + 1) > budget:
+            cuts.append((first, position))
+            first, longest_with = position, length
+        longest = longest_with
+    if len(lengths):
+        cuts.append((first, len(lengths)))
+    return cuts
 
 
 def collate(
@@ -429,7 +459,7 @@ def fit(
         logger.info("%s: resuming after epoch %d of %d from %s", name, state["epoch"], config.epochs, resume.path)
         model.load_state_dict(state["model"])
     broadcast_parameters(model)  # data-parallel ranks start from rank 0's weights
-    optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr)
+    optimizer = adam(parameter_groups(model, config), lr=config.lr, device=device)
     scaler = torch.amp.GradScaler(device.type, enabled=_autocasts_to_fp16(device, autocast))
     step, losses, epoch, done, start = 0, [], 0, 0.0, 1
     if state is not None:
@@ -512,13 +542,17 @@ def _epoch_batches(
     unmixed training does not change)."""
     batches = [
         (False, indices)
-        for indices in length_batches(train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
+        for indices in length_batches(
+            train, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng, batch_tokens=config.batch_tokens
+        )
     ]
     if not config.mixed_pairs:
         return batches
     drawn = rng.choice(len(mixed), size=min(config.mixed_pairs, len(mixed)), replace=False)
     sample = [mixed[i] for i in drawn]
-    text_only = length_batches(sample, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng)
+    text_only = length_batches(
+        sample, batch_size=config.batch_size, sort_chunk=config.sort_chunk, rng=rng, batch_tokens=config.batch_tokens
+    )
     batches += [(True, [int(drawn[i]) for i in indices]) for indices in text_only]
     return [batches[i] for i in rng.permutation(len(batches))]
 
@@ -531,6 +565,12 @@ def decay_on_plateau(optimizer: torch.optim.Optimizer, bad: int, config: TrainCo
     for group in optimizer.param_groups:
         group["lr"] *= config.lr_decay
     logger.info("learning rate decayed by %g to %s", config.lr_decay, [group["lr"] for group in optimizer.param_groups])
+
+
+def adam(groups: list[dict[str, object]], *, lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam over ``groups``, fused into one kernel per step where torch has one for ``device`` (CPU and CUDA): the
+    per-parameter loop of the default implementation is a large share of a CPU training step."""
+    return torch.optim.Adam(groups, lr=lr, fused=device.type in ("cpu", "cuda"))
 
 
 def parameter_groups(model: RegionalMMT, config: TrainConfig) -> list[dict[str, object]]:

@@ -18,7 +18,7 @@ from common.errors import InputError
 from mmt.beam import beam_search, greedy_decode
 from mmt.checkpoint import load_mmt, load_pretrained_into, save_mmt
 from mmt.model import MMTConfig, MMTShape, RegionalMMT, source_batch
-from mmt.train import Example, TrainConfig, check_examples, collate, fit, length_batches, parameter_groups
+from mmt.train import Example, TrainConfig, adam, check_examples, collate, fit, length_batches, parameter_groups
 from tests.unit.mmt.test_model import random_regions, random_sentences
 
 CPU = torch.device("cpu")
@@ -294,6 +294,47 @@ def test_length_batches_cover_every_example_once_deterministically() -> None:
     lengths = [[len(examples[i].src_ids) for i in batch] for batch in first]
     assert all(batch == sorted(batch) for batch in lengths)
     assert first != length_batches(examples, batch_size=4, sort_chunk=3, rng=np.random.default_rng(1))
+
+
+def test_token_batches_keep_their_padded_targets_within_the_budget() -> None:
+    rng = np.random.default_rng(3)
+    examples = [Example((4,) * int(n), (5,) * int(m) + (EOS,)) for n, m in rng.integers(1, 30, (300, 2))]
+    batches = length_batches(examples, batch_size=16, sort_chunk=4, rng=np.random.default_rng(0), batch_tokens=120)
+    assert sorted(i for batch in batches for i in batch) == list(range(300))
+    for batch in batches:
+        padded = len(batch) * max(len(examples[i].tgt_ids) for i in batch)
+        assert padded <= 120 or len(batch) == 1
+    sizes = [len(batch) for batch in batches]
+    assert min(sizes) < max(sizes)  # short pairs come in larger batches
+    again = length_batches(examples, batch_size=16, sort_chunk=4, rng=np.random.default_rng(0), batch_tokens=120)
+    assert batches == again
+
+
+def test_token_cuts_by_hand() -> None:
+    from mmt.train import _token_cuts
+
+    # within 8 tokens: [2, 2] (4; with the 3 it pads to 9), [3] (with the 5 it pads to 10), [5], and [9] alone
+    # (over the budget by itself)
+    assert _token_cuts(np.array([2, 2, 3, 5, 9]), 8) == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    assert _token_cuts(np.array([1, 1, 1, 1]), 4) == [(0, 4)]
+    assert _token_cuts(np.array([], dtype=np.int64), 4) == []
+
+
+def test_adam_is_fused_on_the_cpu_and_steps_as_the_loop_does() -> None:
+    torch.manual_seed(0)
+    loop_model = torch.nn.Linear(6, 3)
+    fused_model = copy.deepcopy(loop_model)
+    loop = torch.optim.Adam(loop_model.parameters(), lr=0.01, foreach=False)
+    fused = adam([{"params": list(fused_model.parameters())}], lr=0.01, device=torch.device("cpu"))
+    assert fused.defaults["fused"] is True
+    for _ in range(5):
+        x = torch.randn(4, 6)
+        for model, optimizer in ((loop_model, loop), (fused_model, fused)):
+            optimizer.zero_grad()
+            model(x).pow(2).sum().backward()
+            optimizer.step()
+    for a, b in zip(loop_model.parameters(), fused_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_collate_builds_teacher_forcing_inputs() -> None:
