@@ -121,14 +121,20 @@ class TextEncoder(nn.Module):
         self.combine = combine
         self.hidden = hidden
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, L) token ids and (B,) lengths -> (B, L, hidden) states (zero at padding), (B, L) bool mask."""
-        return self.encode_embedded(self.embedding(tokens), lengths)
+    def forward(self, tokens: Tensor, lengths: Tensor, host_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(B, L) token ids and (B,) lengths -> (B, L, hidden) states (zero at padding), (B, L) bool mask.
 
-    def encode_embedded(self, embedded: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        ``host_lengths``: the same lengths on the CPU, when the caller has them (packing needs them there).
+        """
+        return self.encode_embedded(self.embedding(tokens), lengths, host_lengths)
+
+    def encode_embedded(
+        self, embedded: Tensor, lengths: Tensor, host_lengths: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The recurrent part alone, for models that transform word vectors first (MULE)."""
         steps = embedded.shape[1]
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        on_host = lengths.cpu() if host_lengths is None else host_lengths  # .cpu() of device lengths is a host sync
+        packed = pack_padded_sequence(embedded, on_host, batch_first=True, enforce_sorted=False)
         output, _ = self.rnn(packed)
         states, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
         if self.bidirectional and self.combine == "mean":
