@@ -209,3 +209,16 @@ def test_batched_convolutions_give_the_same_regions_up_to_rounding() -> None:
         np.testing.assert_array_equal(got.object_ids, expected.object_ids)
         np.testing.assert_allclose(got.boxes, expected.boxes, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(got.features, expected.features, rtol=1e-4, atol=1e-5)
+
+
+def test_tiny_images_with_fewer_rois_than_the_minimum_get_all_of_them_as_in_the_loop() -> None:
+    rng = np.random.default_rng(1)
+    tiny = [rng.integers(0, 256, size=size, dtype=np.uint8) for size in ((20, 20, 3), (30, 24, 3))]
+    batch = [tiny[0], *images(2), tiny[1]]
+    selection = AdaptiveRegions(min_count=10, max_count=100, conf_thresh=0.2)
+    new = BUTDExtractor(tiny_model(0), selection, CPU).extract(batch)
+    old = loop_extract(tiny_model(0), selection, batch)
+    assert len(new[0].boxes) < 10  # the case under test: the RPN gives the tiny image fewer RoIs than the minimum
+    for got, expected in zip(new, old, strict=True):
+        np.testing.assert_array_equal(got.boxes, expected.boxes)
+        np.testing.assert_array_equal(got.features, expected.features)
