@@ -17,6 +17,7 @@ import torch
 
 from common.distributed import share
 from common.errors import InputError
+from common.runtime import host_to_device
 from features.store import RegionLookup
 from retrieval.model import ImageBatch, TextBatch
 from retrieval.vocab import EmptyCaptionError, Vocabulary
@@ -201,10 +202,11 @@ class DeviceBatches:
     """The training captions (padded token ids) and their images' regions held on ``device`` once, and each batch
     gathered there by index.
 
-    A step then copies only its indices to the device and never reads from it: on a GPU a host-built batch costs
-    more than a small model's step. The regions keep the store's dtype (float16, half the memory of float32) and
-    are widened per batch, which gives the same float32 values as :func:`image_batch`. Batch widths (the longest
-    caption) come from host-side lengths, so they need no read from the device either.
+    A step then copies only its indices to the device, from pinned memory (:func:`common.runtime.host_to_device`),
+    and never reads from it: on a GPU a host-built batch costs more than a small model's step. The regions keep the
+    store's dtype (float16, half the memory of float32) and are widened per batch, which gives the same float32
+    values as :func:`image_batch`. Batch widths (the longest caption) come from host-side lengths, so they need no
+    read from the device either.
     """
 
     def __init__(
@@ -230,17 +232,17 @@ class DeviceBatches:
         rows, caption_image = images_of(self.captions.image_rows[indices])
         mine = indices[share(len(indices))]
         width = int(self._lengths[mine].max())  # text_batch pads to the batch's longest caption
-        picked = torch.from_numpy(mine).to(self.device)
+        picked = host_to_device(torch.from_numpy(mine), self.device)
         texts = TextBatch(
             self._tokens[picked, :width],
             self._device_lengths[picked],
             self._langs[picked],
             host_lengths=torch.from_numpy(self._lengths[mine]),
         )
-        slots = torch.from_numpy(self._slot[rows[share(len(rows))]]).to(self.device)
+        slots = host_to_device(torch.from_numpy(self._slot[rows[share(len(rows))]]), self.device)
         images = ImageBatch(self._regions[slots].float(), self._mask[slots])
-        every = torch.from_numpy(indices).to(self.device)
-        caption_index = torch.from_numpy(caption_image).to(self.device)
+        every = host_to_device(torch.from_numpy(np.asarray(indices)), self.device)
+        caption_index = host_to_device(torch.from_numpy(caption_image), self.device)
         return TrainBatch(texts, images, caption_index, self._langs[every], self._types[every])
 
 

@@ -12,9 +12,10 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from common.errors import InputError
+from common.runtime import host_to_device
 
 RNNKind = Literal["lstm", "gru"]
 Combine = Literal["concat", "mean"]
@@ -133,8 +134,15 @@ class TextEncoder(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """The recurrent part alone, for models that transform word vectors first (MULE)."""
         steps = embedded.shape[1]
-        on_host = lengths.cpu() if host_lengths is None else host_lengths  # .cpu() of device lengths is a host sync
-        packed = pack_padded_sequence(embedded, on_host, batch_first=True, enforce_sorted=False)
+        if host_lengths is None:  # .cpu() of lengths on a GPU makes the host wait for the device
+            packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        else:
+            # pack_padded_sequence(enforce_sorted=False) sorts the lengths the same way, then copies the order to
+            # the device with a blocking copy; this copy does not make the host wait
+            sorted_lengths, order = torch.sort(host_lengths, descending=True)
+            order_here = host_to_device(order, embedded.device)
+            sorted_packed = pack_padded_sequence(embedded.index_select(0, order_here), sorted_lengths, batch_first=True)
+            packed = PackedSequence(sorted_packed.data, sorted_packed.batch_sizes, order_here)
         output, _ = self.rnn(packed)
         states, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
         if self.bidirectional and self.combine == "mean":

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from retrieval.data import CaptionSet, DeviceBatches, HostBatches, encode_captions
+from retrieval.encoders import TextEncoder
 from retrieval.losses import RankingLoss
 from retrieval.train import FiniteWatch, TrainConfig, fit
 from retrieval.vocab import Vocabulary
@@ -79,3 +80,13 @@ def test_the_watch_names_the_first_bad_step_when_it_reads() -> None:
     with pytest.raises(FloatingPointError, match=r"^retrieval training diverged at step 4: the gradient norm is inf$"):
         watch.check()
     watch.check()  # what was read is not read again
+
+
+def test_packing_with_host_lengths_gives_the_states_of_packing_with_the_lengths_tensor() -> None:
+    torch.manual_seed(0)
+    encoder = TextEncoder(50, 8, 6, rnn="lstm")
+    lengths = torch.tensor([3, 7, 7, 1, 5, 7, 2])  # ties: the sort must be the one pack_padded_sequence makes
+    tokens = torch.randint(1, 50, (len(lengths), 7)) * (torch.arange(7)[None] < lengths[:, None])
+    states, mask = encoder(tokens, lengths)
+    host_states, host_mask = encoder(tokens, lengths, lengths.clone())
+    assert torch.equal(states, host_states) and torch.equal(mask, host_mask)
