@@ -8,12 +8,12 @@ INTER_LINEAR)``: output size ``round(side * scale)`` and source coordinates ``(x
 the far edge when ``side * scale`` is not an integer, so the same ATen kernel is called with the explicit
 scale.
 
-Batches: images of the same size run the preprocessing, backbone, RPN and RoIPool together, one call each
-(images of different sizes are never padded to a common size, which would change the features near the borders,
-see airsplay/py-bottom-up-attention#3); then the RoIs of all images of the batch go through res5 (about 90 % of
-the compute) in one call, and region selection runs on the whole batch. Only the decoding happens on the host: the
-uint8 pixels go to the device, where they are converted, mean-subtracted and resized, a quarter of the bytes of
-float32 pixels.
+Batches: images of the same size run the preprocessing, backbone, RPN and RoIPool together, one call each (on the
+CPU the convolutions run image by image, see :class:`BUTDExtractor`; images of different sizes are never padded to
+a common size, which would change the features near the borders, see airsplay/py-bottom-up-attention#3); then the
+RoIs of all images of the batch go through res5 (about 90 % of the compute) in one call, and region selection runs
+on the whole batch. Only the decoding happens on the host: the uint8 pixels go to the device, where they are
+converted, mean-subtracted and resized, a quarter of the bytes of float32 pixels.
 """
 
 from __future__ import annotations
