@@ -5,9 +5,10 @@ What: ``BUTDExtractor.extract`` (the call the extraction stage makes) on batches
 autocast (``common.runtime``). ``--warmup`` untimed calls at the first batch size, then per batch size the
 median over ``--runs`` timed calls, the device synchronised around each; images/s = batch / median seconds (a
 later batch size's first call may pay for its new res5 shape; the median of 3 runs leaves that out). The timed
-call covers the whole extraction of a batch: preprocessing (host-to-device copy and resize), per-image
-backbone, RPN and RoIPool, one res5 call for the batch's RoIs, the heads, the 36-box selection and the
-features' copy back to the host. Image decoding and the FeatureStore write are outside it.
+call covers the whole extraction of a batch: preprocessing (the uint8 pixels' copy to the device, then
+conversion and resize there), backbone and RPN (one call per image size on an accelerator, image by image on the
+CPU), batched proposals and NMS, one RoIPool call, one res5 call for the batch's RoIs, the heads, the batched
+36-box selection and the features' copy back to the host. Image decoding and the FeatureStore write are outside it.
 ``--stages`` adds, at the first batch size, one extra run with a timer around each stage (seconds per image).
 
 Random weights: the RPN keeps its full 300 proposals per image after NMS (a trained model keeps about as
@@ -44,7 +45,7 @@ from benchkit import (
     timed,
 )
 
-from features.bottom_up.extractor import AutocastFactory, BUTDExtractor, preprocess_image
+from features.bottom_up.extractor import BUTDExtractor, preprocess_batch
 from features.bottom_up.model import BottomUpAttention, BUTDConfig, select_proposals
 from features.regions import FixedRegions
 
@@ -70,11 +71,12 @@ def end_to_end(extractor: BUTDExtractor, images: list[np.ndarray], *, runs: int)
     return seconds
 
 
-def stage_times(
-    model: BottomUpAttention, images: list[np.ndarray], device: torch.device, autocast: AutocastFactory
-) -> tuple[dict[str, float], int]:
-    """The steps of ``BUTDExtractor.extract`` with a timer around each -> (seconds per stage, number of RoIs)."""
+def stage_times(extractor: BUTDExtractor, images: list[np.ndarray]) -> tuple[dict[str, float], int]:
+    """The steps of ``BUTDExtractor.extract`` on images of one size, a timer around each -> (seconds per stage,
+    number of RoIs). Each stage runs once for the whole batch, as in ``extract``."""
     times: dict[str, float] = defaultdict(float)
+    model, device, autocast = extractor.model, extractor.device, extractor.autocast
+    assert isinstance(model, BottomUpAttention)
 
     @contextlib.contextmanager
     def stage(name: str) -> Iterator[None]:
@@ -85,29 +87,28 @@ def stage_times(
         times[name] += time.perf_counter() - start
 
     config, selection = model.config, FixedRegions(count=REGIONS)
+    one_by_one = not extractor.batch_convolutions
     with torch.inference_mode():
-        pooled, rois, scales = [], [], []
-        for image in images:
-            with stage("preprocess"):
-                blob, scale = preprocess_image(image, config, device)
-            with stage("backbone"), autocast():
+        with stage("preprocess"):
+            blob, scale = preprocess_batch(images, config, device)
+        with stage("backbone"), autocast():
+            if one_by_one:
+                feature = torch.cat([model.backbone(blob[i : i + 1]) for i in range(len(images))])
+            else:
                 feature = model.backbone(blob)
-            with stage("rpn+proposals"), autocast():
-                rois.append(model.propose(feature, (blob.shape[2], blob.shape[3]), scale))
-            with stage("roipool"), autocast():
-                pooled.append(model.pool(feature, rois[-1]))
-            scales.append(scale)
+        with stage("rpn+proposals"), autocast():
+            size = (blob.shape[2], blob.shape[3])
+            rois, counts = model.propose_batch(feature, size, scale, convs_per_image=one_by_one)
+        with stage("roipool"), autocast():
+            pooled = model.pool_batch(feature, rois, counts)
         with stage("res5"), autocast():
-            pool5 = model.head(torch.cat(pooled))
+            pool5 = model.head(pooled)
         with stage("heads"):
             cls_prob, _ = model.predict(pool5)
         with stage("selection"):
-            counts = [len(r) for r in rois]
-            boxes = [r / s for r, s in zip(rois, scales, strict=True)]
-            keeps = select_proposals(boxes, list(cls_prob.split(counts)), selection, config)
-            for features, keep in zip(pool5.split(counts), keeps, strict=True):
-                features[keep].float().cpu()  # the features leave the device, as in extract()
-    return times, sum(len(r) for r in rois)
+            keep, _ = select_proposals(rois / scale, cls_prob, counts, selection, config)
+            pool5[keep].float().cpu()  # the features leave the device, as in extract()
+    return times, len(rois)
 
 
 def print_stages(times: dict[str, float], batch: int, rois: int) -> None:
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     if args.stages:
         batch = args.batches[0]
-        times, rois = stage_times(model, random_images(batch, args.height, args.width), device, autocast)
+        times, rois = stage_times(extractor, random_images(batch, args.height, args.width))
         print_stages(times, batch, rois)
     memory = peak_memory(device)
     print(memory_line(memory))

@@ -8,14 +8,17 @@ time records its error (and keeps the figures it measured before) and the next o
   subprocess: passed / failed / skipped counts. A module that cannot be imported here (say, prefect is not
   installed) is left out and named with the reason.
 - ``extraction``: ``BUTDExtractor.extract`` (bench/butd_extract.py) of the bottom-up R101-C4 on random 480x640
-  images (resized to 600x800 as in extraction), 36 regions x 2048: images/s per batch size.
+  images (resized to 600x800 as in extraction), 36 regions x 2048: images/s at batch 8, 16 and 32, and the
+  milliseconds per image of each stage at batch 16 (``butd_extract.stage_times``, synchronised per stage).
 - ``mmt_train``: RegionalMMT training steps (bench/mmt_train.py) at the sizes of the ``paper_sizes`` profile:
   target tokens/s with K=36 regions at the fine-tuning batch, and text-only at the pre-training batch.
 - ``mmt_decode``: beam search (the profile's beam, at the synthesis batch) and greedy decoding of sentences with
   36 regions (bench/mmt_decode.py): sentences/s. A random model almost never emits EOS, so sentences run to the
   length limit: a worst case.
-- ``retrieval_train``: SAN and SCAN training steps/s at batch 128 (bench/retrieval_train.py), and the implied
-  epoch of 145,000 captions.
+- ``retrieval_train``: SAN and SCAN training steps/s at batch 128 (bench/retrieval_train.py: the trainer's step
+  with its data held on the device and its losses read every 50 steps, as ``fit`` runs), the implied epoch of
+  145,000 captions, and SAN's step part by part (data assembly, forward, loss, backward, clipping, optimiser;
+  synchronised per part).
 - ``scan_eval``: evaluation of 1,000 images x 5,000 captions with SAN and SCAN (bench/scan_eval.py): seconds to
   encode the images and captions, score every pair and rank.
 - ``bf16_agreement``: the same inputs in fp32 and under bf16 autocast: MMT teacher-forced logits (largest
@@ -77,7 +80,7 @@ from benchkit import (
     rounded,
     runtime_from,
 )
-from butd_extract import REGIONS, end_to_end, random_images
+from butd_extract import REGIONS, end_to_end, random_images, stage_times
 from mmt_decode import Search, batched
 from mmt_train import random_examples, train_steps
 from retrieval_train import bench_model
@@ -140,7 +143,7 @@ def paper_sizes(profile: Path = PROFILE) -> Sizes:
     return Sizes(
         butd=BUTDConfig(),
         image=(480, 640),  # COCO's typical size, as bench/butd_extract.py
-        extract_batches=(values["features"]["batch_size"] // 2, values["features"]["batch_size"]),
+        extract_batches=tuple(values["features"]["batch_size"] * k // 2 for k in (1, 2, 4)),  # 8, 16, 32
         mmt=MMTConfig(**mmt["model"]),
         vocab=mmt["text"]["vocab_size"],
         finetune_batch=mmt["finetune"]["batch_size"],
@@ -267,6 +270,11 @@ def extraction(context: Context, report: Report) -> None:
         seconds = statistics.median(end_to_end(extractor, images, runs=runs))
         report.add(f"images_per_s_batch_{batch}", batch / seconds, "images/s")
         report.settings[f"runs_batch_{batch}"] = runs
+    middle = sizes.extract_batches[len(sizes.extract_batches) // 2]
+    times, rois = stage_times(extractor, random_images(middle, *sizes.image, seed=middle))
+    for stage, seconds in times.items():  # the device synchronised around each stage: where a call's time goes
+        report.add(f"stage_{stage.replace('+', '_')}_ms_per_image_batch_{middle}", 1000 * seconds / middle, "ms")
+    report.settings["stage_rois"] = rois
 
 
 def mmt_train(context: Context, report: Report) -> None:
@@ -341,6 +349,12 @@ def retrieval_train(context: Context, report: Report) -> None:
         report.add(f"{name}_steps_per_s", result["steps_per_s"], "steps/s")
         report.add(f"{name}_epoch_s", result["epoch_s"], "s")
         report.settings[f"{name}_steps"], report.settings["epoch_steps"] = steps, result["epoch_steps"]
+    # SAN's step part by part, the device synchronised around each part (slower than the steps timed above)
+    with quiet():
+        arguments = {"batch": sizes.retrieval_batch, "model_config": sizes.retrieval_configs["san"]}
+        parts = bench_model("san", train, regions, context.runtime, warmup=1, steps=5, sections=True, **arguments)
+    for part, ms in parts["sections_ms"].items():
+        report.add(f"san_step_{part.replace(' ', '_')}_ms", ms, "ms")
 
 
 def scan_eval(context: Context, report: Report) -> None:
@@ -557,10 +571,10 @@ class Planned:
 
 CHECKS = (
     Planned("cuda_tests", cuda_tests, 100, 40, "the CUDA test modules under pytest"),
-    Planned("extraction", extraction, 60, 20, "bottom-up extraction, 36 regions per image"),
+    Planned("extraction", extraction, 90, 20, "bottom-up extraction, 36 regions per image"),
     Planned("mmt_train", mmt_train, 45, 20, "MMT training steps, with regions and text-only"),
     Planned("mmt_decode", mmt_decode, 45, 15, "MMT beam search and greedy decoding"),
-    Planned("retrieval_train", retrieval_train, 60, 20, "SAN and SCAN training steps"),
+    Planned("retrieval_train", retrieval_train, 75, 20, "SAN and SCAN training steps"),
     Planned("scan_eval", scan_eval, 60, 15, "evaluation (encode, score, rank) with SAN and SCAN"),
     Planned("bf16_agreement", bf16_agreement, 50, 20, "bf16 autocast against fp32"),
 )

@@ -58,7 +58,7 @@ import contextlib, json, sys, time
 import numpy as np
 import torch
 from features.store import FeatureStore
-from retrieval.data import BalancedSampler, Caption, encode_captions
+from retrieval.data import BalancedSampler, Caption, HostBatches, encode_captions
 from retrieval.losses import RankingLoss
 from retrieval.zoo.registry import build_model, make_config
 from retrieval.train import TrainConfig, _ranking_step
@@ -124,7 +124,7 @@ while done < steps:
     for indices in sampler.batches(epoch):
         if done == warmup:
             timed_from, regions.seconds = time.perf_counter(), 0.0
-        _ranking_step(model, train, indices, regions, optimizer, loss, weights, config, device,
+        _ranking_step(model, HostBatches(train, regions, device), indices, optimizer, loss, weights, config, device,
                       contextlib.nullcontext, 0.0, where=f"step {done}")
         done += 1
         peak_anon = max(peak_anon, status()["RssAnon"])

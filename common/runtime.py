@@ -101,6 +101,18 @@ class Runtime:
         return functools.partial(autocast, self.torch_device(), self.precision)
 
 
+def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor copied to ``device`` without the host waiting.
+
+    A plain copy to a CUDA device synchronises its stream: the host waits for every kernel queued before it, so a
+    small index tensor copied per training step makes the step wait for the previous one. A copy from pinned
+    memory is queued like a kernel (the pinned block is kept until the copy is done).
+    """
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 def cpu_threads() -> int:
     """How many CPU threads torch uses in this process."""
     return torch.get_num_threads()

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from common.distributed import share
 from common.errors import InputError
+from common.runtime import host_to_device
 from features.store import RegionLookup
 from retrieval.model import ImageBatch, TextBatch
 from retrieval.vocab import EmptyCaptionError, Vocabulary
@@ -143,13 +146,104 @@ def text_batch(captions: CaptionSet, indices: Sequence[int] | np.ndarray) -> Tex
     padded = torch.zeros(len(chosen), int(lengths.max()), dtype=torch.long)
     for row, tokens in enumerate(chosen):
         padded[row, : len(tokens)] = torch.from_numpy(tokens)
-    return TextBatch(padded, lengths, torch.from_numpy(captions.langs[np.asarray(indices)]))
+    return TextBatch(padded, lengths, torch.from_numpy(captions.langs[np.asarray(indices)]), host_lengths=lengths)
 
 
 def image_batch(regions: RegionLookup, rows: Sequence[int] | np.ndarray) -> ImageBatch:
     """Float32 features and masks of the store ``rows`` (read from the memory map)."""
     features, mask, _ = regions.batch(rows)
     return ImageBatch(torch.from_numpy(features.astype(np.float32)), torch.from_numpy(mask))
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """One ranking step's inputs on the training device.
+
+    Attributes:
+        texts: This rank's share of the batch's captions (data-parallel; all of them in one process).
+        images: This rank's share of the batch's distinct images, in order of first appearance.
+        caption_image: (B,) index of each caption's image among all the batch's images.
+        langs: (B,) language index of each caption of the whole batch.
+        types: (B,) language-type index of each caption of the whole batch.
+    """
+
+    texts: TextBatch
+    images: ImageBatch
+    caption_image: torch.Tensor
+    langs: torch.Tensor
+    types: torch.Tensor
+
+
+class BatchSource(Protocol):
+    """Builds a :class:`TrainBatch` from caption indices into the training :class:`CaptionSet`."""
+
+    def batch(self, indices: np.ndarray) -> TrainBatch: ...
+
+
+class HostBatches:
+    """Batches read from the region store and padded on the host, then copied to ``device``: memory does not grow
+    with the number of images, but every step moves its features to the device."""
+
+    def __init__(self, captions: CaptionSet, regions: RegionLookup, device: torch.device) -> None:
+        self.captions, self.regions, self.device = captions, regions, device
+
+    def batch(self, indices: np.ndarray) -> TrainBatch:
+        rows, caption_image = images_of(self.captions.image_rows[indices])
+        return TrainBatch(
+            text_batch(self.captions, indices[share(len(indices))]).to(self.device),
+            image_batch(self.regions, rows[share(len(rows))]).to(self.device),
+            torch.from_numpy(caption_image).to(self.device),
+            torch.from_numpy(self.captions.langs[indices]).to(self.device),
+            torch.from_numpy(self.captions.types[indices]).to(self.device),
+        )
+
+
+class DeviceBatches:
+    """The training captions (padded token ids) and their images' regions held on ``device`` once, and each batch
+    gathered there by index.
+
+    A step then copies only its indices to the device, from pinned memory (:func:`common.runtime.host_to_device`),
+    and never reads from it: on a GPU a host-built batch costs more than a small model's step. The regions keep the
+    store's dtype (float16, half the memory of float32) and are widened per batch, which gives the same float32
+    values as :func:`image_batch`. Batch widths (the longest caption) come from host-side lengths, so they need no
+    read from the device either.
+    """
+
+    def __init__(
+        self, captions: CaptionSet, regions: RegionLookup, device: torch.device, *, read_rows: int = 1024
+    ) -> None:
+        self.captions, self.device = captions, device
+        used = np.unique(captions.image_rows)
+        self._slot = np.full(int(used.max()) + 1, -1, dtype=np.int64)  # store row -> row of the resident regions
+        self._slot[used] = np.arange(len(used))
+        parts = [regions.batch(used[start:stop])[:2] for start, stop in chunks(len(used), read_rows)]
+        self._regions = torch.cat([torch.from_numpy(features).to(device) for features, _ in parts])
+        self._mask = torch.cat([torch.from_numpy(mask).to(device) for _, mask in parts])
+        self._lengths = np.array([len(tokens) for tokens in captions.tokens], dtype=np.int64)
+        padded = np.zeros((len(captions), int(self._lengths.max())), dtype=np.int64)
+        for row, tokens in enumerate(captions.tokens):
+            padded[row, : len(tokens)] = tokens
+        self._tokens = torch.from_numpy(padded).to(device)
+        self._device_lengths = torch.from_numpy(self._lengths).to(device)
+        self._langs = torch.from_numpy(captions.langs).to(device)
+        self._types = torch.from_numpy(captions.types).to(device)
+
+    def batch(self, indices: np.ndarray) -> TrainBatch:
+        rows, caption_image = images_of(self.captions.image_rows[indices])
+        mine = indices[share(len(indices))]
+        width = int(self._lengths[mine].max())  # text_batch pads to the batch's longest caption
+        picked = host_to_device(torch.from_numpy(mine), self.device)
+        texts = TextBatch(
+            self._tokens[picked, :width],
+            self._device_lengths[picked],
+            self._langs[picked],
+            host_lengths=torch.from_numpy(self._lengths[mine]),
+        )
+        slots = host_to_device(torch.from_numpy(self._slot[rows[share(len(rows))]]), self.device)
+        images = ImageBatch(self._regions[slots].float(), self._mask[slots])
+        every = host_to_device(torch.from_numpy(np.asarray(indices)), self.device)
+        caption_index = host_to_device(torch.from_numpy(caption_image), self.device)
+        return TrainBatch(texts, images, caption_index, self._langs[every], self._types[every])
 
 
 def images_of(image_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,9 +12,10 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from common.errors import InputError
+from common.runtime import host_to_device
 
 RNNKind = Literal["lstm", "gru"]
 Combine = Literal["concat", "mean"]
@@ -121,14 +122,27 @@ class TextEncoder(nn.Module):
         self.combine = combine
         self.hidden = hidden
 
-    def forward(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, L) token ids and (B,) lengths -> (B, L, hidden) states (zero at padding), (B, L) bool mask."""
-        return self.encode_embedded(self.embedding(tokens), lengths)
+    def forward(self, tokens: Tensor, lengths: Tensor, host_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(B, L) token ids and (B,) lengths -> (B, L, hidden) states (zero at padding), (B, L) bool mask.
 
-    def encode_embedded(self, embedded: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        ``host_lengths``: the same lengths on the CPU, when the caller has them (packing needs them there).
+        """
+        return self.encode_embedded(self.embedding(tokens), lengths, host_lengths)
+
+    def encode_embedded(
+        self, embedded: Tensor, lengths: Tensor, host_lengths: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The recurrent part alone, for models that transform word vectors first (MULE)."""
         steps = embedded.shape[1]
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        if host_lengths is None:  # .cpu() of lengths on a GPU makes the host wait for the device
+            packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        else:
+            # pack_padded_sequence(enforce_sorted=False) sorts the lengths the same way, then copies the order to
+            # the device with a blocking copy; this copy does not make the host wait
+            sorted_lengths, order = torch.sort(host_lengths, descending=True)
+            order_here = host_to_device(order, embedded.device)
+            sorted_packed = pack_padded_sequence(embedded.index_select(0, order_here), sorted_lengths, batch_first=True)
+            packed = PackedSequence(sorted_packed.data, sorted_packed.batch_sizes, order_here)
         output, _ = self.rnn(packed)
         states, _ = pad_packed_sequence(output, batch_first=True, total_length=steps)
         if self.bidirectional and self.combine == "mean":

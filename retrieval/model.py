@@ -50,14 +50,17 @@ class TextBatch:
         tokens: (B, L) token ids, 0 = padding.
         lengths: (B,) number of real tokens (>= 1).
         langs: (B,) index of each caption's language in the model's language list.
+        host_lengths: ``lengths`` on the CPU when the batch was built from host arrays, so a recurrent encoder can
+            pack the batch without reading ``lengths`` back from the device (a host sync per step on a GPU).
     """
 
     tokens: Tensor
     lengths: Tensor
     langs: Tensor
+    host_lengths: Tensor | None = None
 
     def to(self, device: torch.device) -> TextBatch:
-        return TextBatch(self.tokens.to(device), self.lengths.to(device), self.langs.to(device))
+        return TextBatch(self.tokens.to(device), self.lengths.to(device), self.langs.to(device), self.host_lengths)
 
 
 @dataclass(frozen=True)

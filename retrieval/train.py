@@ -41,7 +41,16 @@ from common.checks import check_fraction, check_positive, check_range
 from common.distributed import broadcast_parameters, is_writer, reduce_gradients, share
 from common.epoch_log import EpochLine, format_epoch, seconds_left
 from common.train_state import ResumePoint, restore_rng_state, rng_state
-from retrieval.data import BalancedSampler, CaptionSet, RegionLookup, image_batch, images_of, text_batch
+from retrieval.data import (
+    BalancedSampler,
+    BatchSource,
+    CaptionSet,
+    DeviceBatches,
+    HostBatches,
+    RegionLookup,
+    images_of,
+    text_batch,
+)
 from retrieval.evaluation import Metrics
 from retrieval.inference import AutocastFactory, evaluate
 from retrieval.joint import JointTextRanking
@@ -51,6 +60,10 @@ from retrieval.model import BatchContext, RetrievalModel
 from retrieval.setups import Sampler
 
 logger = logging.getLogger(__name__)
+
+# Steps between two reads of the losses and gradient norms on an accelerator. A read waits for the device to finish
+# every queued kernel, which costs more than a small model's step; on the CPU a read is free, so it is every step.
+DEVICE_CHECK_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,7 @@ def fit(
     on_epoch: Callable[[EpochLine], None] | None = None,
     resume: ResumePoint | None = None,
     sampler: Sampler | None = None,
+    resident: bool | None = None,
 ) -> FitResult:
     """Train ``model`` in place; at the end it holds the weights of the best validation epoch.
 
@@ -165,6 +179,9 @@ def fit(
         resume: Where the state is saved after the pre-training and after every epoch, and resumed from when it
             holds one of this run (a finished one returns its result and kept weights at once).
         sampler: The ranking steps' batch order (default: :class:`~retrieval.data.BalancedSampler`'s).
+        resident: Hold the training captions and their images' regions on ``device`` for the whole fit
+            (:class:`~retrieval.data.DeviceBatches`) instead of reading each batch from ``regions``; default: on any
+            device but the CPU, where the store's reads cost no copy and memory stays flat.
     """
     torch.manual_seed(seed)
     model.to(device)
@@ -199,6 +216,9 @@ def fit(
     if sampler is None:
         sampler = BalancedSampler(train.synthetic, config.batch_size, config.synthetic_fraction, seed)
     weights = type_weights.to(device)
+    on_device = device.type != "cpu" if resident is None else resident
+    source = DeviceBatches(train, regions, device) if on_device else HostBatches(train, regions, device)
+    watch = FiniteWatch(1 if device.type == "cpu" else DEVICE_CHECK_EVERY)
     c2c_pairs = _cross_lingual_pairs(train) if config.c2c_probability > 0 else None
     result = FitResult(best_epoch=0, best_rsum=float("-inf"))
     best_state: dict[str, Tensor] | None = None
@@ -216,7 +236,9 @@ def fit(
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, epoch)
         model.train()
-        started, losses, c2c_losses = time.perf_counter(), [], []
+        started = time.perf_counter()
+        ranking_values: list[Tensor] = []
+        c2c_values: list[Tensor] = []
         batches = sampler.batches(epoch)
         epoch_loss = RankingLoss("sum", loss.margin) if epoch < config.warmup_epochs and loss.kind != "topk" else loss
         for indices in batches:
@@ -233,14 +255,14 @@ def fit(
                     rng,
                     loss.margin,
                     where=f"epoch {number}, step {step}",
+                    watch=watch,
                 )
-                c2c_losses.append(value)
+                c2c_values.append(value)
             else:
                 value = _ranking_step(
                     model,
-                    train,
+                    source,
                     indices,
-                    regions,
                     optimizer,
                     epoch_loss,
                     weights,
@@ -250,11 +272,14 @@ def fit(
                     progress,
                     where=f"epoch {number}, step {step}",
                     joint=joint,
+                    watch=watch,
                 )
-                losses.append(value)
+                ranking_values.append(value)
             step += 1
             if step == config.max_steps:
                 break
+        watch.check()
+        losses, c2c_losses = read_losses(ranking_values), read_losses(c2c_values)  # one read per epoch
         seconds = time.perf_counter() - started
         metrics = {
             lang: evaluate(model, captions, regions, device=device, batch_size=eval_batch_size, autocast=autocast)
@@ -330,9 +355,8 @@ def _save(resume: ResumePoint | None, state: dict[str, object]) -> None:
 
 def _ranking_step(
     model: RetrievalModel,
-    train: CaptionSet,
+    source: BatchSource,
     indices: np.ndarray,
-    regions: RegionLookup,
     optimizer: torch.optim.Optimizer,
     loss: RankingLoss,
     type_weights: Tensor,
@@ -343,49 +367,95 @@ def _ranking_step(
     *,
     where: str,
     joint: JointTextRanking | None = None,
-) -> float:
-    rows, caption_image = images_of(train.image_rows[indices])
+    watch: FiniteWatch | None = None,
+) -> Tensor:
+    """One ranking step on the batch of captions ``indices``; returns its loss, detached, on the device."""
     # data-parallel: each rank encodes its share of the images and captions; the loss sees the whole batch
-    texts = text_batch(train, indices[share(len(indices))]).to(device)
-    images = image_batch(regions, rows[share(len(rows))]).to(device)
-    caption_index = torch.from_numpy(caption_image).to(device)
-    langs = torch.from_numpy(train.langs[indices]).to(device)
+    batch = source.batch(indices)
     with autocast():
-        image_embedded = model.encode_images(images).gathered()
-        text_embedded = model.encode_texts(texts).gathered()
-        types = torch.from_numpy(train.types[indices]).to(device)
+        image_embedded = model.encode_images(batch.images).gathered()
+        text_embedded = model.encode_texts(batch.texts).gathered()
         scored = model.ranking_similarities(image_embedded, text_embedded)
-        total = loss(scored[0].float(), caption_index, types, type_weights)
+        total = loss(scored[0].float(), batch.caption_image, batch.types, type_weights)
         for sims in scored[1:]:  # an ensemble's other members, each ranked on its own scores
-            total = total + loss(sims.float(), caption_index, types, type_weights)
-        context = BatchContext(caption_index, langs, progress)
+            total = total + loss(sims.float(), batch.caption_image, batch.types, type_weights)
+        context = BatchContext(batch.caption_image, batch.langs, progress)
         for extra in model.extra_losses(image_embedded, text_embedded, context).values():
             total = total + extra.float()
         if joint is not None:
             total = total + joint.loss(model, indices, text_embedded, device).float()
-    return _apply(model, optimizer, total, config.clip, where=where)
+    return _apply(model, optimizer, total, config.clip, watch, where=where)
 
 
-def _apply(model: RetrievalModel, optimizer: torch.optim.Optimizer, total: Tensor, clip: float, *, where: str) -> float:
-    """Backward, clip, one optimiser step; a non-finite loss or gradient stops training before the step is taken
-    (a model trained on through NaN would be published at chance).
+class FiniteWatch:
+    """Losses and gradient norms of the steps since the last check, read together every ``every`` steps.
+
+    A non-finite one stops training, naming its step (a model trained on through NaN would be published at chance).
+    With ``every`` 1 the check comes before each step's update, so no update follows a non-finite loss; with more,
+    the updates of the steps since the last check have been made, and the error still names the first bad step.
+    """
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self._pending: list[tuple[str, Tensor, Tensor]] = []
+
+    def note(self, where: str, loss: Tensor, norms: Tensor) -> None:
+        """Keep a step's loss () and its clip groups' gradient norms (G,), then check if one is due."""
+        self._pending.append((where, loss, norms))
+        if len(self._pending) >= self.every:
+            self.check()
+
+    def check(self) -> None:
+        """Read what is pending (one host sync).
+
+        Raises:
+            FloatingPointError: a loss or gradient norm is NaN or infinite; the message names the first step's
+                ``where`` and the value.
+        """
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        losses = torch.stack([loss.float() for _, loss, _ in pending]).tolist()
+        norms = torch.stack([norm.float() for _, _, norm in pending]).tolist()
+        for (where, _, _), value, step_norms in zip(pending, losses, norms, strict=True):
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"retrieval training diverged at {where}: the loss is {value} (try a lower "
+                    f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)"
+                )
+            for norm in step_norms:
+                if not math.isfinite(norm):
+                    raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {norm}")
+
+
+def read_losses(values: list[Tensor]) -> list[float]:
+    """Steps' losses as floats, read from the device at once."""
+    return torch.stack(values).tolist() if values else []
+
+
+def _apply(
+    model: RetrievalModel,
+    optimizer: torch.optim.Optimizer,
+    total: Tensor,
+    clip: float,
+    watch: FiniteWatch | None,
+    *,
+    where: str,
+) -> Tensor:
+    """Backward, clip, one optimiser step; ``watch`` checks the loss and the gradient norms (see
+    :class:`FiniteWatch`). Returns the loss, detached, without reading it from the device.
 
     Raises:
-        FloatingPointError: the loss or the gradient norm is NaN or infinite; the message names ``where``.
+        FloatingPointError: from ``watch`` (default: one that checks this step), when a check is due and finds a
+            non-finite value.
     """
-    value = float(total.detach())
-    if not math.isfinite(value):
-        raise FloatingPointError(
-            f"retrieval training diverged at {where}: the loss is {value} (try a lower "
-            f"retrieval.train.lr, or gradient clipping with retrieval.train.clip)"
-        )
+    value = total.detach()
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # type: ignore[no-untyped-call]
     reduce_gradients(model.parameters(), mean=True)  # every rank computed the same loss on the gathered batch
-    for group in model.clip_groups():
-        norm = torch.nn.utils.clip_grad_norm_(group, clip if clip > 0 else math.inf)
-        if not math.isfinite(float(norm)):
-            raise FloatingPointError(f"retrieval training diverged at {where}: the gradient norm is {float(norm)}")
+    norms = [torch.nn.utils.clip_grad_norm_(group, clip if clip > 0 else math.inf) for group in model.clip_groups()]
+    watch = FiniteWatch(1) if watch is None else watch  # none given: check at once, as a lone step should
+    watch.note(where, value, torch.stack(norms) if norms else value.new_zeros(0))
     optimizer.step()
     return value
 
@@ -431,7 +501,8 @@ def _c2c_step(
     margin: float,
     *,
     where: str,
-) -> float:
+    watch: FiniteWatch | None = None,
+) -> Tensor:
     """Kádár et al.'s caption-caption step: anchors play the images' part; one anchor per image, so the
     diagonal holds the only positives."""
     anchors, partners = _draw_pairs(pairs, config.batch_size, rng)
@@ -443,7 +514,7 @@ def _c2c_step(
         positive = diagonal.unsqueeze(0) == diagonal.unsqueeze(1)
         zeros = torch.zeros_like(diagonal)
         total = harder_negative_loss(sims, positive, diagonal, zeros, sims.new_ones(1), margin)
-    return _apply(model, optimizer, total, config.clip, where=f"{where} (caption-caption)")
+    return _apply(model, optimizer, total, config.clip, watch, where=f"{where} (caption-caption)")
 
 
 def pretrain(
@@ -469,7 +540,8 @@ def pretrain(
     started = time.perf_counter()
     for epoch in range(epochs):
         order = rng.permutation(len(images))
-        losses = []
+        values: list[Tensor] = []
+        watch = FiniteWatch(1 if device.type == "cpu" else DEVICE_CHECK_EVERY)
         for start in range(0, len(order), per_batch):
             indices, owner = [], []
             for position in order[start : start + per_batch]:
@@ -484,7 +556,10 @@ def pretrain(
                 encoded = model.encode_texts(texts).gathered()
                 context = BatchContext(torch.from_numpy(caption_image).to(device), langs, epoch / epochs)
                 total = model.pretrain_loss(encoded, context)
-            losses.append(_apply(model, optimizer, total, config.clip, where=f"pre-training epoch {epoch + 1}"))
+            where = f"pre-training epoch {epoch + 1}"
+            values.append(_apply(model, optimizer, total, config.clip, watch, where=where))
+        watch.check()
+        losses = read_losses(values)
         elapsed = time.perf_counter() - started
         line = EpochLine(
             run=f"{name} pre-training",

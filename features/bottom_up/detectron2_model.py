@@ -24,6 +24,7 @@ detectron2 is imported only when a model is built: everything else runs without 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,26 @@ class Detectron2BottomUp(nn.Module):
         from detectron2.structures import Boxes
 
         return self.roi_heads.pooler([feature["res4"]], [Boxes(rois)])
+
+    def propose_batch(
+        self, feature: Any, image_size: tuple[int, int], scale: float, *, convs_per_image: bool = False
+    ) -> tuple[torch.Tensor, list[int]]:
+        """detectron2's RPN on images of one size -> ((sum R_i, 4) proposals image after image, R_i per image).
+
+        detectron2's RPN runs on the whole batch whatever ``convs_per_image`` says: its proposals are its own anyway.
+        """
+        from detectron2.structures import ImageList
+
+        maps = feature["res4"]
+        proposals, _ = self.proposal_generator(ImageList(maps, [image_size] * maps.shape[0]), feature)
+        boxes = [p.proposal_boxes.tensor.float() for p in proposals]
+        return torch.cat(boxes), [len(b) for b in boxes]
+
+    def pool_batch(self, feature: Any, rois: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        """ROIPool of a batch's (sum R_i, 4) boxes, image after image -> (sum R_i, C, 14, 14)."""
+        from detectron2.structures import Boxes
+
+        return self.roi_heads.pooler([feature["res4"]], [Boxes(b) for b in rois.split(list(counts))])
 
     def head(self, pooled: torch.Tensor) -> torch.Tensor:
         """Its second half, res5, then the mean over 14x14 -> pool5 (R, D)."""

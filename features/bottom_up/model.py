@@ -221,37 +221,64 @@ class BottomUpAttention(nn.Module):
         return self.res4(self.res3(self.res2(self.stem(images))))
 
     def propose(self, feature: torch.Tensor, image_size: tuple[int, int], scale: float) -> torch.Tensor:
-        """RPN + Caffe proposal layer for one image.
+        """RPN + Caffe proposal layer for one image: (1, C, h, w) res4 -> (R, 4) RoIs. See :meth:`propose_batch`."""
+        rois, _ = self.propose_batch(feature, image_size, scale)
+        return rois
+
+    def propose_batch(
+        self, feature: torch.Tensor, image_size: tuple[int, int], scale: float, *, convs_per_image: bool = False
+    ) -> tuple[torch.Tensor, list[int]]:
+        """RPN + Caffe proposal layer for images of one size, all at once.
 
         Args:
-            feature: (1, C, h, w) res4 map.
-            image_size: (height, width) of the resized image.
-            scale: resize factor from the original image (min size is ``rpn_min_size * scale``).
+            feature: (B, C, h, w) res4 maps of images resized to the same size.
+            image_size: (height, width) of the resized images.
+            scale: resize factor from the original images (min size is ``rpn_min_size * scale``).
+            convs_per_image: run the RPN's convolutions on one map at a time (see
+                :class:`~features.bottom_up.extractor.BUTDExtractor`); the proposal layer runs on all at once.
 
         Returns:
-            (R, 4) float32 RoIs in resized-image pixels, R <= rpn_post_nms_top_n, by decreasing objectness.
+            (sum R_i, 4) float32 RoIs in resized-image pixels, image after image, each image's by decreasing
+            objectness, R_i <= rpn_post_nms_top_n; and the R_i (read from the device once per call).
         """
         c = self.config
-        logits, deltas = self.rpn(feature)
-        _, _, h, w = logits.shape
+        if convs_per_image:
+            outputs = [self.rpn(feature[i : i + 1]) for i in range(feature.shape[0])]
+            logits, deltas = torch.cat([o[0] for o in outputs]), torch.cat([o[1] for o in outputs])
+        else:
+            logits, deltas = self.rpn(feature)
+        images, _, h, w = logits.shape
         # Caffe reshapes to (1, 2, A*h, w) and takes a softmax over the bg/fg pair of each anchor.
-        fg = logits.float().view(1, 2, c.num_anchors, h, w).softmax(dim=1)[0, 1]  # (A, h, w)
-        scores = fg.permute(1, 2, 0).reshape(-1)  # (h*w*A,) rows ordered (y, x, a)
-        deltas = deltas.float()[0].view(c.num_anchors, 4, h, w).permute(2, 3, 0, 1).reshape(-1, 4)
-        anchors = ops.shifted_anchors(self.anchors, h, w, c.feat_stride)  # (h*w*A, 4)
+        fg = logits.float().view(images, 2, c.num_anchors, h, w).softmax(dim=1)[:, 1]  # (B, A, h, w)
+        scores = fg.permute(0, 2, 3, 1).reshape(images, -1)  # (B, h*w*A), rows ordered (y, x, a)
+        deltas = deltas.float().view(images, c.num_anchors, 4, h, w).permute(0, 3, 4, 1, 2).reshape(-1, 4)
+        anchors = ops.shifted_anchors(self.anchors, h, w, c.feat_stride).repeat(images, 1)  # (B*h*w*A, 4)
         boxes = ops.clip_boxes(ops.decode_boxes(anchors, deltas), image_size[0], image_size[1])
+        boxes = boxes.view(images, -1, 4)  # (B, h*w*A, 4)
         min_size = c.rpn_min_size * scale
-        large = ((boxes[:, 2] - boxes[:, 0] + 1) >= min_size) & ((boxes[:, 3] - boxes[:, 1] + 1) >= min_size)
-        boxes, scores = boxes[large], scores[large]
-        order = torch.argsort(scores, descending=True, stable=True)[: c.rpn_pre_nms_top_n]
-        boxes, scores = boxes[order], scores[order]
-        keep = ops.nms(boxes, scores, c.rpn_nms_thresh, max_keep=c.rpn_post_nms_top_n)
-        return boxes[keep]
+        large = ((boxes[..., 2] - boxes[..., 0] + 1) >= min_size) & ((boxes[..., 3] - boxes[..., 1] + 1) >= min_size)
+        # Small boxes sort last (scores are >= 0); a stable sort keeps the large ones in the order filtering gives.
+        order = torch.argsort(torch.where(large, scores, -1.0), dim=1, descending=True, stable=True)
+        order = order[:, : c.rpn_pre_nms_top_n]  # (B, P)
+        top_boxes = boxes.gather(1, order[:, :, None].expand(-1, -1, 4))
+        keep, counts = ops.batched_greedy_nms(
+            top_boxes, scores.gather(1, order), large.gather(1, order), c.rpn_nms_thresh, c.rpn_post_nms_top_n
+        )
+        kept_boxes = top_boxes.gather(1, keep[:, :, None].expand(-1, -1, 4))  # (B, post, 4)
+        real = torch.arange(keep.shape[1], device=keep.device)[None] < counts[:, None]
+        return kept_boxes[real], counts.tolist()
 
     def pool(self, feature: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
         """RoIPool (1, C, h, w) with (R, 4) resized-image boxes -> (R, C, 14, 14)."""
-        batch_index = rois.new_zeros((rois.shape[0], 1))
-        rois_with_batch = torch.cat([batch_index, rois], dim=1)  # (R, 5)
+        return self.pool_batch(feature, rois, [rois.shape[0]])
+
+    def pool_batch(self, feature: torch.Tensor, rois: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+        """RoIPool of a batch's RoIs in one call: (B, C, h, w) maps, (sum R_i, 4) boxes image after image, with
+        ``counts`` R_i -> (sum R_i, C, 14, 14)."""
+        owner = torch.repeat_interleave(
+            torch.arange(len(counts), device=rois.device), torch.tensor(counts, device=rois.device)
+        )
+        rois_with_batch = torch.cat([owner[:, None].to(rois.dtype), rois], dim=1)  # (R, 5)
         return ops.roi_pool(feature, rois_with_batch, self.config.roi_pool_size, 1 / self.config.feat_stride)
 
     def head(self, pooled: torch.Tensor) -> torch.Tensor:
@@ -292,34 +319,64 @@ def select_regions(max_conf: torch.Tensor, selection: FixedRegions | AdaptiveReg
     ``max_conf``; if more than the maximum, the top maximum. Fixed counts are min = max = count. Ties in
     ``max_conf`` go to the lower index (numpy's quicksort in the reference leaves them unspecified).
     """
+    keep, counts = select_regions_batch(max_conf[None], torch.tensor([max_conf.shape[0]]), selection)
+    return keep[0, : int(counts[0])]
+
+
+def select_regions_batch(
+    max_conf: torch.Tensor, counts: torch.Tensor, selection: FixedRegions | AdaptiveRegions
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`select_regions` of every image of a batch at once, with masks and one sort instead of a loop.
+
+    Args:
+        max_conf: (B, R) ``max_conf`` of each image's RoIs, padded past ``counts``.
+        counts: (B,) real RoIs per image.
+
+    Returns:
+        (B, k_max) int64 indices into each image's RoIs, the first k_i of row i chosen (in
+        :func:`select_regions`' order, filler after them), and (B,) k_i.
+    """
     if isinstance(selection, FixedRegions):
         low = high = selection.count
     else:
         low, high = selection.min_count, selection.max_count
-    keep = torch.nonzero(max_conf.double() >= selection.conf_thresh).flatten()
-    if low <= keep.numel() <= high:
-        return keep
-    ranked = torch.argsort(max_conf, descending=True, stable=True)
-    return ranked[:low] if keep.numel() < low else ranked[:high]
+    count = max_conf.shape[1]
+    counts = counts.to(max_conf.device)
+    real = torch.arange(count, device=max_conf.device)[None] < counts[:, None]  # (B, R)
+    above = (max_conf.double() >= selection.conf_thresh) & real
+    above_count = above.sum(dim=1)
+    # Those above the threshold in RoI order: False sorts after True, and a stable sort keeps RoI order.
+    in_order = torch.argsort((~above).to(torch.uint8), dim=1, stable=True)
+    ranked = torch.argsort(torch.where(real, max_conf, -1.0), dim=1, descending=True, stable=True)  # max_conf >= 0
+    within = (above_count >= low) & (above_count <= high)
+    chosen = torch.where(within[:, None], in_order, ranked)[:, : min(high, count)]
+    kept = torch.where(within, above_count, torch.where(above_count < low, low, high).clamp(max=counts))
+    return chosen, kept
 
 
 def select_proposals(
-    boxes: Sequence[torch.Tensor],
-    cls_probs: Sequence[torch.Tensor],
+    boxes: torch.Tensor,
+    cls_probs: torch.Tensor,
+    counts: Sequence[int],
     selection: FixedRegions | AdaptiveRegions,
     config: BUTDConfig,
-) -> list[torch.Tensor]:
-    """The kept RoIs of each image: per-class NMS, ``max_conf`` and :func:`select_regions`.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kept RoIs of a batch of images: per-class NMS, ``max_conf`` and :func:`select_regions_batch`.
 
     Args:
-        boxes: per image, (R_i, 4) RoIs in original-image pixels (the reference's ``cls_boxes``).
-        cls_probs: per image, (R_i, num_classes + 1) class probabilities.
+        boxes: (sum R_i, 4) RoIs in original-image pixels (the reference's ``cls_boxes``), image after image.
+        cls_probs: (sum R_i, num_classes + 1) class probabilities.
+        counts: R_i per image.
 
     Returns:
-        Per image, indices (k_i,) into its RoIs. The class NMS of all images runs in one lock-step pass.
+        (B, k_max) int64 indices into the flat RoIs (filler past each image's k_i) and (B,) k_i. The class NMS of
+        all images runs in one lock-step pass.
     """
-    counts = torch.tensor([len(b) for b in boxes], device=cls_probs[0].device)
-    padded_boxes = pad_sequence(list(boxes), batch_first=True)  # (B, max R_i, 4)
-    padded_scores = pad_sequence([p[:, 1:] for p in cls_probs], batch_first=True)  # (B, max R_i, K)
-    max_conf = ops.class_nms_max_conf(padded_boxes, padded_scores, config.class_nms_thresh, counts)
-    return [select_regions(max_conf[i, :count], selection) for i, count in enumerate(counts.tolist())]
+    device = cls_probs.device
+    count_tensor = torch.tensor(list(counts), device=device)
+    padded_boxes = pad_sequence(list(boxes.split(list(counts))), batch_first=True)  # (B, max R_i, 4)
+    padded_scores = pad_sequence(list(cls_probs[:, 1:].split(list(counts))), batch_first=True)  # (B, max R_i, K)
+    max_conf = ops.class_nms_max_conf(padded_boxes, padded_scores, config.class_nms_thresh, count_tensor)
+    keep, kept = select_regions_batch(max_conf, count_tensor, selection)
+    starts = torch.cumsum(count_tensor, dim=0) - count_tensor  # each image's first row in the flat RoIs
+    return (keep + starts[:, None]).clamp(max=max(boxes.shape[0] - 1, 0)), kept

@@ -157,6 +157,53 @@ def greedy_nms(
     return order[torch.tensor(kept, dtype=torch.long, device=boxes.device)]
 
 
+def batched_greedy_nms(
+    boxes: torch.Tensor, scores: torch.Tensor, valid: torch.Tensor, iou_threshold: float, max_keep: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`greedy_nms` of every image of a batch at once: the same kept boxes, in the same order.
+
+    The greedy passes run in lock-step: step t keeps each image's t-th box and suppresses by its IoU row, computed
+    with :func:`greedy_nms`'s arithmetic, so the keep sets are equal bit for bit. Images never suppress one
+    another's boxes (the offset trick of ``batched_nms`` would shift coordinates and change float32 IoUs). Whether
+    any image still has a box is read every few steps only: each read waits for the device.
+
+    Args:
+        boxes: (B, N, 4) float32 "+1" boxes.
+        scores: (B, N) scores.
+        valid: (B, N) bool; invalid boxes are never kept and suppress nothing.
+        iou_threshold: a box whose IoU with a kept box is >= this is suppressed.
+        max_keep: the most boxes kept per image.
+
+    Returns:
+        (B, max_keep) int64 kept indices into N by decreasing score (filler past each image's count), (B,) counts.
+    """
+    images, count = scores.shape
+    device = scores.device
+    order = torch.argsort(torch.where(valid, scores, -math.inf), dim=1, descending=True, stable=True)  # (B, N)
+    ordered = boxes.gather(1, order[:, :, None].expand(-1, -1, 4))  # (B, N, 4)
+    areas = (ordered[..., 2] - ordered[..., 0] + 1) * (ordered[..., 3] - ordered[..., 1] + 1)  # as box_areas
+    suppressed = ~valid.gather(1, order)
+    image = torch.arange(images, device=device)
+    kept = torch.zeros((images, max_keep), dtype=torch.long, device=device)
+    kept_count = torch.zeros(images, dtype=torch.long, device=device)
+    current = (~suppressed).int().argmax(dim=1)  # (B,) the first live box (argmax takes the first maximum)
+    active = (~suppressed).any(dim=1)
+    for step in range(min(max_keep, count)):
+        if step % 16 == 15 and not bool(active.any()):
+            break
+        kept[:, step] = torch.where(active, current, 0)
+        kept_count += active
+        box, area = ordered[image, current], areas[image, current]  # (B, 4), (B,)
+        inter_w = torch.minimum(box[:, None, 2], ordered[..., 2]) - torch.maximum(box[:, None, 0], ordered[..., 0]) + 1
+        inter_h = torch.minimum(box[:, None, 3], ordered[..., 3]) - torch.maximum(box[:, None, 1], ordered[..., 1]) + 1
+        inter = inter_w.clamp(min=0) * inter_h.clamp(min=0)
+        suppressed |= (inter / (area[:, None] + areas - inter) >= iou_threshold) & active[:, None]
+        suppressed[image, current] = True
+        active = active & (~suppressed).any(dim=1)
+        current = (~suppressed).int().argmax(dim=1)
+    return order.gather(1, kept), kept_count
+
+
 def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float, max_keep: int | None = None) -> torch.Tensor:
     """Greedy "+1" NMS (suppress at IoU >= threshold); torchvision's kernel when available. See :func:`greedy_nms`."""
     if _tv_ops is None:

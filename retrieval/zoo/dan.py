@@ -133,7 +133,7 @@ class DAN(RetrievalModel):
 
     def encode_texts(self, texts: TextBatch) -> Embedded:
         """(B, L) tokens -> Embedded((B, (steps + 1) * hidden)) z_u."""
-        states, mask = self.text_encoder(texts.tokens, texts.lengths)
+        states, mask = self.text_encoder(texts.tokens, texts.lengths, texts.host_lengths)
         states = self.dropout(states)
         vector = masked_mean(states, mask)  # u^(0)
         memory = vector

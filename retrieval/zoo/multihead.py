@@ -147,7 +147,7 @@ class MultiHeadDiversity(RetrievalModel):
 
     def encode_texts(self, texts: TextBatch) -> Embedded:
         """(B, L) tokens -> Embedded((B, K * H)), extras[HEADS] (B, K, H)."""
-        states, mask = self.text_encoder(texts.tokens, texts.lengths)
+        states, mask = self.text_encoder(texts.tokens, texts.lengths, texts.host_lengths)
         heads = self._attend_texts(states, mask, texts.langs)
         return Embedded(l2norm(heads.flatten(1)), extras={HEADS: heads})
 

@@ -71,6 +71,6 @@ class SAN(RetrievalModel):
         return Embedded(l2norm(pooled))
 
     def encode_texts(self, texts: TextBatch) -> Embedded:
-        states, mask = self.text_encoder(texts.tokens, texts.lengths)
+        states, mask = self.text_encoder(texts.tokens, texts.lengths, texts.host_lengths)
         pooled, _ = self.text_attention(states, mask)
         return Embedded(l2norm(pooled))

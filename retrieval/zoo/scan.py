@@ -111,7 +111,7 @@ class SCAN(RetrievalModel):
 
     def encode_texts(self, texts: TextBatch) -> Embedded:
         """(N, L) tokens -> (N, L, hidden) unit word vectors (zero where padded), mask (N, L)."""
-        states, mask = self.text_encoder(texts.tokens, texts.lengths)
+        states, mask = self.text_encoder(texts.tokens, texts.lengths, texts.host_lengths)
         return Embedded(l2norm(states), mask)
 
     def similarity(self, images: Embedded, texts: Embedded) -> Tensor:

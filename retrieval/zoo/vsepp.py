@@ -59,5 +59,5 @@ class VSEPP(RetrievalModel):
 
     def encode_texts(self, texts: TextBatch) -> Embedded:
         """(B, L) tokens -> Embedded((B, hidden)) unit vectors."""
-        states, _ = self.text_encoder(texts.tokens, texts.lengths)
+        states, _ = self.text_encoder(texts.tokens, texts.lengths, texts.host_lengths)
         return Embedded(l2norm(last_state(states, texts.lengths)))

@@ -68,7 +68,16 @@ def test_small_cpu_run_reports_every_check(tmp_path: Path) -> None:
                record["checks"].items()}  # fmt: skip
     tests = figures["cuda_tests"]  # without CUDA every gpu-marked test is skipped, none passes or fails
     assert (tests["passed"], tests["failed"], tests["errors"]) == (0, 0, 0) and tests["skipped"] >= 1
-    assert set(figures["extraction"]) == {"images_per_s_batch_1", "images_per_s_batch_2"}
+    assert {f for f in figures["extraction"] if f.startswith("images_per_s")} == {
+        "images_per_s_batch_1",
+        "images_per_s_batch_2",
+    }
+    stages = {f for f in figures["extraction"] if f.startswith("stage_")}
+    assert stages == {
+        f"stage_{s}_ms_per_image_batch_2"
+        for s in ("preprocess", "backbone", "rpn_proposals", "roipool", "res5", "heads", "selection")
+    }
+    assert {"san_step_forward_ms", "san_step_backward_ms", "san_step_optimiser_ms"} <= set(figures["retrieval_train"])
     agreement = figures["bf16_agreement"]
     # bf16 really ran: the two precisions differ, by a bf16-sized amount (8 bits of mantissa: ~0.4 % per value)
     for key in ("mmt_logits_relative_error", "butd_backbone_relative_error", "butd_region_features_relative_error"):

@@ -33,7 +33,7 @@ from mmt.model import MMTConfig, RegionalMMT
 from mmt.train import TrainConfig as MMTTrainConfig
 from mmt.train import collate, mmt_loss, share_loss
 from mmt.train import fit as fit_mmt
-from retrieval.data import encode_captions
+from retrieval.data import HostBatches, encode_captions
 from retrieval.losses import RankingLoss
 from retrieval.train import TrainConfig, _ranking_step, fit, pretrain
 from retrieval.vocab import Vocabulary
@@ -261,9 +261,8 @@ def _retrieval_step(name: str) -> dict[str, Any]:
     indices = np.array([0, 5, 9, 13, 14, 20, 26, 31, 40, 47])
     loss = _ranking_step(
         model,
-        train,
+        HostBatches(train, regions, CPU),
         indices,
-        regions,
         optimizer,
         RankingLoss(model.default_loss),
         torch.tensor([0.25, 0.25, 0.5]),
@@ -273,7 +272,7 @@ def _retrieval_step(name: str) -> dict[str, Any]:
         0.5,
         where="test",
     )
-    return {"loss": loss, "weights": flat_weights(model)}
+    return {"loss": float(loss), "weights": flat_weights(model)}
 
 
 def _retrieval_steps() -> dict[str, dict[str, Any]]:

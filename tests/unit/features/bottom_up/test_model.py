@@ -104,7 +104,8 @@ def test_fixed_regions_are_the_selected_rpn_rois_and_their_pool5() -> None:
     with torch.inference_mode():
         detections = model(blob, scale)
     boxes = detections.rois / scale
-    (keep,) = select_proposals([boxes], [detections.cls_prob], FixedRegions(count=7), TINY)
+    chosen, kept = select_proposals(boxes, detections.cls_prob, [len(boxes)], FixedRegions(count=7), TINY)
+    keep = chosen[0, : int(kept[0])]
     assert regions.features.shape == (7, TINY.dim) and regions.features.dtype == np.float32
     np.testing.assert_array_equal(regions.boxes, boxes[keep].numpy())  # RoIs, not regressed boxes
     np.testing.assert_allclose(regions.features, detections.features[keep].numpy(), rtol=1e-5, atol=1e-6)
