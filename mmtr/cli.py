@@ -231,7 +231,9 @@ def search(args: argparse.Namespace) -> None:
     images_path = (Path(args.prepared) if args.prepared else defaults.prepared()) / "images.parquet"
     if not images_path.is_file():
         raise InputError(f"{images_path}: prepared images table not found (pass --prepared)")
-    images = pq.read_table(images_path, columns=["image_id", "split", "path"]).to_pylist()
+    # ParquetFile, not read_table, which imports pyarrow.dataset and pandas (features/store_format.py)
+    with pq.ParquetFile(images_path) as file:
+        images = file.read(columns=["image_id", "split", "path"]).to_pylist()
     wanted = [row for row in images if args.split == "all" or row["split"] == args.split]
     in_store = set(store.image_ids)
     image_ids = [row["image_id"] for row in wanted if row["image_id"] in in_store]
