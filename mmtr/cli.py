@@ -141,7 +141,6 @@ def translate(args: argparse.Namespace) -> None:
     registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
     from common.checkpoints import checkpoint_stem
     from common.runtime import Runtime
-    from features.store import FeatureStore
     from mmt import systems
     from mmt.checkpoint import FINETUNE
     from mmt.translator import MMTTranslator
@@ -162,7 +161,11 @@ def translate(args: argparse.Namespace) -> None:
     store_path = args.store
     if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
         store_path = defaults.feature_store() if backend.multimodal else None
-    store = FeatureStore.open(store_path) if store_path and backend.multimodal else None
+    store = None
+    if store_path and backend.multimodal:
+        from features.store import FeatureStore  # pyarrow: only a system that reads regions waits for it
+
+        store = FeatureStore.open(store_path)
     lines, listed_ids = _input_sentences(args.input, with_images=bool(args.store))  # bad input fails before loading
     device = defaults.device(args.device)
     translator: Translator
