@@ -25,6 +25,7 @@ lines and the git commit.
     python -m bench.cli_latency                 # from the repository root
     python -m bench.cli_latency --images 5000   # a Flickr30K-size gallery
     python -m bench.cli_latency --demo          # the demo's own model and system (after `make demo`)
+    python -m bench.cli_latency --threads 1     # one torch thread per command (OMP_NUM_THREADS)
     python -m bench.cli_latency --markdown bench/results/cli_latency.json --into docs/scaling.md   # the table
 """
 
@@ -106,12 +107,16 @@ def mmtr_program() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "mmtr.cli"]
 
 
-def run_once(program: list[str], command: Command, cwd: Path, root: Path) -> tuple[float, str]:
-    """Wall seconds of one run of ``command`` (its cache folder under ``root``), and its standard error."""
+def run_once(program: list[str], command: Command, cwd: Path, root: Path, threads: int | None) -> tuple[float, str]:
+    """Wall seconds of one run of ``command`` (its cache folder under ``root``; ``threads``: its torch threads, None
+    for torch's default), and its standard error."""
     cache = root / command.cache
     if command.cold:
         shutil.rmtree(cache, ignore_errors=True)
     env = {**os.environ, "MMTR_CACHE_DIR": str(cache)}
+    env.pop("OMP_NUM_THREADS", None)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)  # torch sizes its intra-op pool from it
     env.pop("MMTR_DEBUG", None)
     start = time.perf_counter()
     done = subprocess.run(
@@ -143,7 +148,9 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def time_commands(commands: list[Command], repeats: int, cwd: Path, root: Path) -> list[dict[str, Any]]:
+def time_commands(
+    commands: list[Command], repeats: int, cwd: Path, root: Path, threads: int | None
+) -> list[dict[str, Any]]:
     """Each command ``repeats`` times as it is and ``repeats`` times under ``-X importtime``, in turn."""
     program = mmtr_program()
     profiled = [sys.executable, "-X", "importtime", "-m", "mmtr.cli"]
@@ -152,9 +159,9 @@ def time_commands(commands: list[Command], repeats: int, cwd: Path, root: Path) 
     heavy: dict[str, list[str]] = {}
     for repeat in range(repeats):
         for command in commands:
-            seconds, _ = run_once(program, command, cwd, root)
+            seconds, _ = run_once(program, command, cwd, root, threads)
             walls[command.name].append(seconds)
-            _, report = run_once(profiled, command, cwd, root)
+            _, report = run_once(profiled, command, cwd, root, threads)
             imports[command.name].append(import_report(report)[0])
             heavy[command.name] = import_report(report)[1]
             print(f"[{repeat + 1}/{repeats}] {command.name}: {seconds:.2f} s", flush=True)
@@ -198,7 +205,8 @@ def markdown(record: dict[str, Any]) -> str:
     start, end = record["load_average_start"][0], record["load_average_end"][0]
     lines = [
         f"On {record['cpu']} ({record['cores']} cores), commit {record['commit']}, {record['setup']}; load average "
-        f"{start:g} at the start and {end:g} at the end. Medians of {record['repeats']} runs, each a fresh process:",
+        f"{start:g} at the start and {end:g} at the end. Medians of {record['repeats']} runs, each a fresh process "
+        f"with {record['torch_threads']} torch threads:",
         "",
         "| command | wall time | of it, imports | heavy packages loaded |",
         "| --- | ---: | ---: | --- |",
@@ -222,6 +230,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="runs of each command; the median counts (default 5)")
     parser.add_argument("--images", type=int, default=200, help="gallery images (default 200, the demo's test split)")
     parser.add_argument("--demo", action="store_true", help="time the demo's own model and system instead")
+    parser.add_argument("--threads", type=int, help="the commands' torch threads (default: torch's, every core)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"the JSON record (default {RESULTS})")
     add_section_arguments(parser)
     args = parser.parse_args()
@@ -239,7 +248,7 @@ def main() -> None:
                 f"a gallery of {args.images} images of {DEMO.regions} x {DEMO.dim} region features, "
                 "the demo's model sizes, random weights"
             )
-        results = time_commands(commands, args.repeats, cwd, root)
+        results = time_commands(commands, args.repeats, cwd, root, args.threads)
         for result in results:
             result["command"] = shown(result["command"], root)
     record: dict[str, Any] = {
@@ -249,7 +258,7 @@ def main() -> None:
         "cores": os.cpu_count() or 1,
         "machine": f"{platform.machine()}, {platform.system()}, Python {platform.python_version()}",
         "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),  # the commands' too: torch's default
+        "torch_threads": args.threads or torch.get_num_threads(),  # torch's default unless --threads
         "commit": git_commit(),
         "repeats": args.repeats,
         "random_weights": not args.demo,

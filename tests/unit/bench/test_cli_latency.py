@@ -23,6 +23,7 @@ RECORD = {
     "cores": 2,
     "commit": "abc1234",
     "repeats": 5,
+    "torch_threads": 2,
     "random_weights": True,
     "commands": [
         {
@@ -55,7 +56,7 @@ def test_the_table_comes_from_the_json() -> None:
     text = markdown(RECORD)
     assert text.startswith(
         "On AMD EPYC (2 cores), commit abc1234, a gallery of 200 images; load average 0.5 at the start and 1.25 at "
-        "the end. Medians of 5 runs, each a fresh process:\n"
+        "the end. Medians of 5 runs, each a fresh process with 2 torch threads:\n"
     )
     assert "| mmtr --help | 0.10 s | 0.05 s | none |" in text
     assert "| search, warm cache | 2.46 s | 1.90 s | torch, pyarrow |" in text
