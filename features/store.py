@@ -36,7 +36,16 @@ from common.errors import InputError
 from common.files import atomic_dir, user_cache_dir
 from features.npy import RowWriter, create_npy, read_row_set, read_rows
 from features.regions import ImageRegions
-from features.store_format import FILES, INDEX_SCHEMA, checked_layout, make_meta, read_index, read_meta, row_numbers
+from features.store_format import (
+    FILES,
+    INDEX_SCHEMA,
+    checked_layout,
+    int_column,
+    make_meta,
+    read_index,
+    read_meta,
+    row_numbers,
+)
 
 _VERIFIED: set[str] = set()  # stores (path and array versions) found finite in this process
 
@@ -283,7 +292,7 @@ class FeatureStore:
     def __init__(self, path: Path, meta: dict[str, Any], index: pa.Table) -> None:
         self.path, self.meta, self.index = path, meta, index
         self.image_ids: list[str] = index.column("image_id").to_pylist()
-        self.num_regions: np.ndarray = index.column("num_regions").to_numpy()
+        self.num_regions: np.ndarray = int_column(index, "num_regions")
         self.max_regions: int = meta["max_regions"]
         self.dim: int = meta["dim"]
         self._row = {image_id: row for row, image_id in enumerate(self.image_ids)}

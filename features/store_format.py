@@ -96,8 +96,11 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 def read_index(path: Path, count: int, max_regions: int) -> pa.Table:
     """index.parquet with the columns of :data:`INDEX_SCHEMA`, rows 0..count-1, unique ids, num_regions in 0..K."""
+    # ParquetFile, not read_table: read_table imports pyarrow.dataset and pandas, half a second of every command that
+    # opens a store (`mmtr search` answers in seconds)
     try:
-        table = pq.read_table(path)
+        with pq.ParquetFile(path) as file:
+            table = file.read()
     except (OSError, pa.ArrowInvalid) as error:
         raise InputError(f"{path}: not a readable parquet file ({error})") from None
     for field in INDEX_SCHEMA:
@@ -105,6 +108,10 @@ def read_index(path: Path, count: int, max_regions: int) -> pa.Table:
             found = table.schema.field(field.name).type if field.name in table.column_names else "missing"
             raise InputError(f"{path}: column {field.name} is {found}, expected {field.type}")
     table = table.select(INDEX_SCHEMA.names)
+    for field in INDEX_SCHEMA:
+        nulls = table.column(field.name).null_count
+        if nulls and not field.nullable:
+            raise InputError(f"{path}: column {field.name} holds {nulls} nulls")
     if table.num_rows != count:
         raise InputError(f"{path}: {table.num_rows} rows, but meta.json says num_images = {count}")
     if table.column("row").to_pylist() != list(range(count)):
@@ -114,8 +121,14 @@ def read_index(path: Path, count: int, max_regions: int) -> pa.Table:
     return table
 
 
+def int_column(table: pa.Table, name: str) -> np.ndarray:
+    """The int32 column ``name`` of ``table`` (without nulls) as an array. Through Python ints, not pyarrow's
+    ``to_numpy``, which imports pandas: half a second of every `mmtr search` for a column of a few thousand numbers."""
+    return np.array(table.column(name).to_pylist(), dtype=np.int32)
+
+
 def _check_num_regions(path: Path, table: pa.Table, max_regions: int) -> None:
-    num_regions = table.column("num_regions").to_numpy(zero_copy_only=False)
+    num_regions = int_column(table, "num_regions")
     ids = table.column("image_id").to_pylist()
     outside = np.flatnonzero((num_regions < 0) | (num_regions > max_regions))
     if outside.size:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,21 +33,20 @@ from common.errors import InputError
 from common.files import file_sha256, file_stamp, read_json, write_json, write_tsv
 from common.runtime import Runtime
 from common.train_state import STATE_SUFFIX, ResumePoint, fingerprint, state_file
-from features.store import FeatureStore
 from mmt.checkpoint import FINETUNE, PRETRAIN, load_pretrained_into, record_text_pipeline
-from mmt.config import SystemsConfig
-from mmt.held_models import build_held_system, load_seq2seq_system, resolve_held_model
-from mmt.marian import train_marian
-from mmt.metrics import (
-    translation_scores,
-)
 from mmt.model import MMTShape, RegionalMMT
-from mmt.pairs import DirectionData, Pairs, examples
-from mmt.seq2seq import weights_file
 from mmt.text import SubwordConfig, TextPipeline
-from mmt.train import TrainConfig, ValidationCallback, fit
 from mmt.translator import MMTTranslator
 from mmt.translator_protocol import Translator
+
+# `mmtr translate` loads a system through this module: what only training, validation or another backend uses
+# (pyarrow, sacrebleu, the seq2seq and Marian code) is imported where it is used, so translating a sentence does
+# not wait for it
+if TYPE_CHECKING:
+    from features.store import FeatureStore
+    from mmt.config import SystemsConfig
+    from mmt.pairs import DirectionData, Pairs
+    from mmt.train import TrainConfig, ValidationCallback
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +177,9 @@ def fit_system(
     With ``work``, the fit keeps its resume state in :func:`state_path` and continues from it when run again on the
     same inputs (:func:`run_fingerprint`). Once ``stop`` is set, the fit is given up before its next batch
     (:class:`common.stopping.Cancelled`), its last state kept."""
+    from mmt.pairs import examples
+    from mmt.train import fit
+
     device = runtime.torch_device()
     translator = MMTTranslator(model, text, name=name, regions=store, device=device, autocast=runtime.autocast())
 
@@ -298,6 +301,8 @@ def history_file(checkpoint: Path) -> Path:
 
 def bleu(translator: Translator, pairs: Pairs, *, tgt_lang: str, beam: int, limit: int | None = None) -> float:
     """BLEU (lowercased, tokenised) of ``translator`` on the first ``limit`` pairs."""
+    from mmt.metrics import translation_scores
+
     count = len(pairs.src) if limit is None else min(limit, len(pairs.src))
     mine = share(count)  # data-parallel ranks translate a share each
     images = pairs.image_ids[mine] if pairs.image_ids is not None else None
@@ -316,6 +321,8 @@ def _shape(text: TextPipeline, config: SystemsConfig, region_dim: int) -> MMTSha
 def _train_regional(request: SystemRequest, *, multimodal: bool) -> float:
     """Fine-tune the pre-trained model on the translation captions: with regions (the MMT; the visual
     projection starts fresh) or without (the text-only MT system) -> checkpoint ``<out_dir>/finetune``."""
+    from features.store import FeatureStore
+
     source = request.pretrained.parent
     text = TextPipeline.load(source)
     if request.out_dir != source and is_writer():
@@ -358,6 +365,9 @@ def _train_seq2seq(request: SystemRequest) -> None:
     """A model you hold (``seq2seq.held``: a folder or a cached model id), fine-tuned on the pair's caption
     translations unless ``seq2seq.as_is``; or, for a pair without one, a small Marian trained here on the corpus and
     the captions."""
+    from mmt.held_models import build_held_system, resolve_held_model
+    from mmt.marian import train_marian
+
     data, settings = request.data, request.config.seq2seq
     pair = f"{request.src}-{request.tgt}"
     captions = data.captions
@@ -436,11 +446,15 @@ def check_regional_backend(folder: Path, model: RegionalMMT, *, multimodal: bool
 
 
 def _load_seq2seq(folder: Path, store: FeatureStore | None, runtime: Runtime) -> Translator:
+    from mmt.held_models import load_seq2seq_system
+
     src, tgt = system_languages(folder)
     return load_seq2seq_system(folder, src=src, tgt=tgt, device=runtime.torch_device())
 
 
 def _seq2seq_weights(folder: Path) -> Path:
+    from mmt.seq2seq import weights_file
+
     return weights_file(folder) or folder / "model.safetensors"
 
 
@@ -523,10 +537,13 @@ def load_system(folder: str, store: str | None, runtime: Runtime) -> Translator:
 @functools.lru_cache(maxsize=4)
 def _load_system(folder: str, store: str | None, runtime: Runtime, weights_stamp: tuple[int, int, int]) -> Translator:
     backend = system_backend(Path(folder))
-    if backend.multimodal and store is None:
+    if not backend.multimodal:
+        return backend.load(Path(folder), None, runtime)
+    if store is None:
         raise InputError(f"{folder}: a multimodal system needs the region features of its images")
-    regions = FeatureStore.open(store) if backend.multimodal and store is not None else None
-    return backend.load(Path(folder), regions, runtime)
+    from features.store import FeatureStore
+
+    return backend.load(Path(folder), FeatureStore.open(store), runtime)
 
 
 def system_sha256(folder: str) -> str:

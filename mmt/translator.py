@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -15,11 +16,13 @@ import torch
 from common.checkpoints import checkpoint_files
 from common.errors import InputError
 from common.stopping import check
-from features.store import FeatureStore
 from mmt.beam import beam_search
 from mmt.checkpoint import check_text_pipeline, load_mmt
 from mmt.model import RegionalMMT, SourceBatch, pad_ids, source_batch
 from mmt.text import TextPipeline
+
+if TYPE_CHECKING:  # the store module loads pyarrow, which a text-only system never needs (`mmtr translate`)
+    from features.store import FeatureStore
 
 AutocastFactory = Callable[[], AbstractContextManager[object]]
 

@@ -141,7 +141,6 @@ def translate(args: argparse.Namespace) -> None:
     registry of ``mmt.systems``); with --store, each line is `image_id<TAB>text`."""
     from common.checkpoints import checkpoint_stem
     from common.runtime import Runtime
-    from features.store import FeatureStore
     from mmt import systems
     from mmt.checkpoint import FINETUNE
     from mmt.translator import MMTTranslator
@@ -162,7 +161,11 @@ def translate(args: argparse.Namespace) -> None:
     store_path = args.store
     if store_path is FROM_PARAMS:  # a text-only system reads no regions: the folder need not be there
         store_path = defaults.feature_store() if backend.multimodal else None
-    store = FeatureStore.open(store_path) if store_path and backend.multimodal else None
+    store = None
+    if store_path and backend.multimodal:
+        from features.store import FeatureStore  # pyarrow: only a system that reads regions waits for it
+
+        store = FeatureStore.open(store_path)
     lines, listed_ids = _input_sentences(args.input, with_images=bool(args.store))  # bad input fails before loading
     device = defaults.device(args.device)
     translator: Translator
@@ -231,7 +234,9 @@ def search(args: argparse.Namespace) -> None:
     images_path = (Path(args.prepared) if args.prepared else defaults.prepared()) / "images.parquet"
     if not images_path.is_file():
         raise InputError(f"{images_path}: prepared images table not found (pass --prepared)")
-    images = pq.read_table(images_path, columns=["image_id", "split", "path"]).to_pylist()
+    # ParquetFile, not read_table, which imports pyarrow.dataset and pandas (features/store_format.py)
+    with pq.ParquetFile(images_path) as file:
+        images = file.read(columns=["image_id", "split", "path"]).to_pylist()
     wanted = [row for row in images if args.split == "all" or row["split"] == args.split]
     in_store = set(store.image_ids)
     image_ids = [row["image_id"] for row in wanted if row["image_id"] in in_store]

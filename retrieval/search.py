@@ -38,11 +38,13 @@ class Hit:
 
 
 def fingerprint(*paths: Path) -> str:
-    """Identity of files for cache invalidation: their names, sizes and modification times."""
+    """Identity of files for cache invalidation: their names, sizes, modification times and inodes. A stat, not a
+    hash, which would read all of regions.npy (gigabytes at Flickr30K size) at every query; a file rewritten the way
+    every writer here writes (a new file renamed into place) gets another inode even when its size and time match."""
     parts = []
     for path in paths:
         stat = path.stat()
-        parts.append(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+        parts.append(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

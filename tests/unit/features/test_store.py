@@ -238,6 +238,12 @@ CORRUPTIONS = {
         lambda root: _rewrite_index(root, lambda t: _set_column(t, "num_regions", [5, *COUNTS[1:]])),
         "num_regions = 5 for image 'img0', but meta.json says max_regions = 4",
     ),
+    "null num_regions": (
+        lambda root: _rewrite_index(
+            root, lambda t: t.set_column(4, "num_regions", pa.array([None, *COUNTS[1:]], pa.int32()))
+        ),
+        "index.parquet: column num_regions holds 1 nulls",
+    ),
     "column type": (
         lambda root: _rewrite_index(root, lambda t: t.set_column(4, "num_regions", pa.array(COUNTS, pa.int64()))),
         "column num_regions is int64, expected int32",
