@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import SupportsIndex, overload
 
 import numpy as np
 
 from common.errors import InputError
+from common.files import atomic_dir
 from mmt.text import TextPipeline
 from mmt.text_workers import SideSpec, encode_pair_chunks
 from mmt.train import Example
@@ -88,6 +90,43 @@ class EncodedPairs(Sequence[Example]):
 
     def __iter__(self) -> Iterator[Example]:
         return (self[i] for i in range(len(self)))
+
+
+ARRAYS = ("src_ids", "src_lengths", "tgt_ids", "tgt_lengths")  # each <name>.npy in an encoded folder
+IMAGE_ROWS = "image_rows"  # <name>.npy too, when the pairs have images
+
+
+def write_encoded(encoded: EncodedPairs, folder: Path) -> None:
+    """Write ``encoded`` as one ``.npy`` file per array into ``folder``, which appears whole or not at all."""
+    arrays = dict(
+        zip(ARRAYS, (encoded.src_ids, encoded.src_lengths, encoded.tgt_ids, encoded.tgt_lengths), strict=True)
+    )
+    if encoded.image_rows is not None:
+        arrays[IMAGE_ROWS] = encoded.image_rows
+    with atomic_dir(folder) as tmp:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+
+
+def open_encoded(folder: Path) -> EncodedPairs:
+    """The pairs :func:`write_encoded` wrote in ``folder``, memory-mapped read-only: the ids stay on disk (in the page
+    cache, shared by every process that opens them) and only the batches being built are read.
+
+    Raises:
+        InputError: a missing or unreadable array, named.
+    """
+    names = [*ARRAYS, IMAGE_ROWS] if (folder / f"{IMAGE_ROWS}.npy").is_file() else list(ARRAYS)
+    arrays: list[np.ndarray] = []
+    for name in names:
+        path = folder / f"{name}.npy"
+        try:
+            arrays.append(np.load(path, mmap_mode="r"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not an encoded array ({error})") from None
+    try:
+        return EncodedPairs(*arrays)
+    except ValueError as error:
+        raise InputError(f"{folder}: {error}") from None
 
 
 def id_dtype(vocab_size: int) -> type[np.unsignedinteger] | type[np.signedinteger]:

@@ -12,7 +12,7 @@ import pytest
 
 from common.checks import SettingError
 from common.errors import InputError
-from mmt.encoded import EncodedPairs, encode_pairs
+from mmt.encoded import EncodedPairs, encode_pairs, open_encoded, write_encoded
 from mmt.sample import reservoir_sample
 from mmt.text import EOS_ID, MosesText, SubwordConfig, SubwordVocab, TextPipeline, train_sentencepiece
 from mmt.train import Example, length_batches
@@ -99,6 +99,22 @@ def test_encoded_pairs_are_the_examples_of_the_pipeline_in_any_chunking(tmp_path
     assert encoded.lengths()[1].tolist() == [len(t) for t in targets.ids]
     with pytest.raises(IndexError, match="pair 14 of 14"):
         encoded[14]
+
+
+def test_written_pairs_come_back_memory_mapped(tmp_path: Path) -> None:
+    text = _pipeline(tmp_path)
+    rows = np.arange(len(EN), dtype=np.int64)
+    for image_rows in (None, rows):
+        encoded = encode_pairs(text, [(EN, DE)], image_rows=image_rows)
+        folder = tmp_path / f"encoded-{image_rows is None}"
+        write_encoded(encoded, folder)
+        mapped = open_encoded(folder)
+        assert isinstance(mapped.src_ids, np.memmap) and isinstance(mapped.tgt_lengths, np.memmap)
+        assert list(mapped) == list(encoded) and mapped.src_ids.dtype == np.uint16
+        assert (mapped.image_rows is None) == (image_rows is None)
+    (folder / "tgt_ids.npy").unlink()
+    with pytest.raises(InputError, match=r"tgt_ids\.npy: not an encoded array"):
+        open_encoded(folder)
 
 
 def test_pooled_encoding_gives_the_same_pairs(tmp_path: Path) -> None:
