@@ -14,10 +14,15 @@ Each step runs in a fresh process, timed, while its process tree's memory is sam
   `--threads` processes, sentencepiece BPE of `--vocab` pieces per side), and the time of one pass of the sampling
   over the stream alone (what grows with the corpus once it is larger than the sample);
 - encode: `mmt.encoded.encode_pairs` of the training rows, streamed by row group, over `--threads` processes, into
-  the flat arrays training reads;
-- train: what `mmt.train.fit` does with them before and in its first steps: `check_examples`, one epoch's batch plan
-  (`length_batches`), the collation of 200 batches (examples built from the arrays and padded), and `--train-steps`
-  steps of a randomly initialised RegionalMMT (emb 256, hidden 512) on one torch thread.
+  the flat arrays training reads, written as `train_mmt` writes them into its work folder (`write_encoded`);
+- train: what `mmt.train.fit` does with them before and in its first steps, on the arrays memory-mapped as
+  `train_mmt` maps them (`open_encoded`): `check_examples`, one epoch's batch plan (`length_batches`), the collation
+  of 200 batches (examples built from the arrays and padded), and `--train-steps` steps of a randomly initialised
+  RegionalMMT (emb 256, hidden 512) on one torch thread.
+
+The first three steps together take the raw text to the encoded arrays; the table gives their sum (and the largest of
+their peaks). Besides each process tree's peak RSS the JSON records its peak without shared file pages (a mapped
+file's pages count in RSS but belong to the page cache) and the load average after each step.
 
 Usage (from the repository root; ``--small``: 20,000 pairs in about a minute):
 
@@ -57,6 +62,7 @@ from mmtr.doc_sections import add_section_arguments, publish_section  # noqa: E4
 
 DEFAULT_OUT = REPO / "bench" / "results" / "wmt_scale.json"
 STEPS = ("build", "prepare", "subword", "encode", "train")
+RAW_TO_ENCODED = ("prepare", "subword", "encode")  # raw text files -> the encoded arrays train_mmt maps
 SECTION = "wmt-figures"  # the docs section this bench writes (mmtr.doc_sections)
 WMT_SAMPLE = Path("wmt-sample") / "opennmt-toy-ende"
 MULTI30K = Path("multi30k") / "task1" / "raw"
@@ -196,19 +202,13 @@ def subword(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def encode(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from mmt.encoded import encode_pairs
+    from mmt.encoded import encode_pairs, write_encoded
     from mmt.text import TextPipeline
 
     text = TextPipeline.load(work / "text", threads=args.threads)
     encoded = encode_pairs(text, train_chunks(work / "prepared" / "en-de.parquet"), threads=args.threads)
     src_lengths, tgt_lengths = encoded.lengths()
-    np.savez(
-        work / "encoded.npz",
-        src_ids=encoded.src_ids,
-        src_lengths=src_lengths,
-        tgt_ids=encoded.tgt_ids,
-        tgt_lengths=tgt_lengths,
-    )
+    write_encoded(encoded, work / "encoded")  # what train_mmt writes into its work folder and maps
     return {
         "pairs": len(encoded),
         "store_mib": encoded.nbytes / 2**20,
@@ -221,15 +221,14 @@ def encode(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from mmt.encoded import EncodedPairs
+    from mmt.encoded import open_encoded
     from mmt.model import MMTConfig, MMTShape, RegionalMMT
     from mmt.text import TextPipeline
     from mmt.train import check_examples, collate, length_batches, share_loss
 
     torch.set_num_threads(1)  # the figures are the data path's; one thread keeps a busy machine's steps comparable
     torch.manual_seed(SEED)
-    arrays = np.load(work / "encoded.npz")
-    encoded = EncodedPairs(arrays["src_ids"], arrays["src_lengths"], arrays["tgt_ids"], arrays["tgt_lengths"])
+    encoded = open_encoded(work / "encoded")  # memory-mapped, as train_mmt reads them
     text = TextPipeline.load(work / "text")
     shape = MMTShape(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, max_len=text.config.max_len)
     started = time.perf_counter()
@@ -292,27 +291,37 @@ def measured(step: str, work: Path, args: argparse.Namespace, pairs: int) -> dic
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     started = time.perf_counter()
     child = subprocess.Popen(command, env=env)
-    tree_peak = 0
+    tree_peak = private_peak = 0
     while child.poll() is None:
-        tree_peak = max(tree_peak, _tree_rss(child.pid))
+        rss, private = _tree_rss(child.pid)
+        tree_peak, private_peak = max(tree_peak, rss), max(private_peak, private)
         time.sleep(0.1)
     seconds = time.perf_counter() - started
     if child.returncode:
         raise SystemExit(f"step {step} at {pairs} pairs failed (exit {child.returncode})")
     result = read_json(work / f"{step}.json")
     print(f"{pairs:>9,} pairs  {step:<8} {seconds:8.1f} s  peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
-    return {"seconds": seconds, "peak_tree_rss_mib": tree_peak / 2**20, **result}
+    return {
+        "seconds": seconds,
+        "peak_tree_rss_mib": tree_peak / 2**20,
+        "peak_tree_private_mib": private_peak / 2**20,
+        "loadavg_after": list(os.getloadavg()),
+        **result,
+    }
 
 
-def _tree_rss(pid: int) -> int:
+def _tree_rss(pid: int) -> tuple[int, int]:
+    """RSS of a process and its children, and the part of it that is not shared file pages (a memory-mapped file's
+    pages count in RSS but are the page cache's, given back under pressure)."""
     with contextlib.suppress(psutil.Error):
         process = psutil.Process(pid)
-        total = process.memory_info().rss
-        for child in process.children(recursive=True):
+        total = private = 0
+        for member in [process, *process.children(recursive=True)]:
             with contextlib.suppress(psutil.Error):
-                total += child.memory_info().rss
-        return total
-    return 0
+                memory = member.memory_info()
+                total, private = total + memory.rss, private + memory.rss - memory.shared
+        return total, private
+    return 0, 0
 
 
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
@@ -420,6 +429,12 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
             memory = extrapolated(record, step, "peak_tree_rss_mib", target)
             cells.append(f"{seconds:,.0f} / {memory:,.0f}")
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    cells = [f"**{_raw_seconds(run['steps']):,.0f} / {_raw_memory(run['steps']):,.0f}**" for run in record["runs"]]
+    if can_extrapolate:
+        seconds = sum(extrapolated(record, step, "seconds", target) or 0.0 for step in RAW_TO_ENCODED)
+        memory = max(extrapolated(record, step, "peak_tree_rss_mib", target) or 0.0 for step in RAW_TO_ENCODED)
+        cells.append(f"**{seconds:,.0f} / {memory:,.0f}**")
+    lines.append("| **raw text -> encoded arrays** (the three above) | " + " | ".join(cells) + " |")
     largest = max(record["runs"], key=lambda run: run["pairs"])
     steps = largest["steps"]
     build, prepare_, subword_, encode_, train_ = (steps[name]["figures"] for name in STEPS)
@@ -435,7 +450,31 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
         f"batch in {train_['collate_ms_per_batch']:,.1f} ms beside a training step of "
         f"{train_['seconds_per_step']:,.1f} s (one torch thread, emb 256, hidden 512).",
     ]
+    if all("loadavg_after" in run["steps"][step] for run in record["runs"] for step in STEPS):
+        loads = [
+            f"{run['pairs']:,} pairs: "
+            + ", ".join(f"{step} {run['steps'][step]['loadavg_after'][0]:.1f}" for step in STEPS[1:])
+            for run in record["runs"]
+        ]
+        private = ", ".join(
+            f"{run['steps']['train']['peak_tree_private_mib']:,.0f} MiB at {run['pairs']:,} pairs"
+            for run in record["runs"]
+        )
+        lines += [
+            "",
+            f"The load average (1 minute) after each step, {'; '.join(loads)}. The train step reads the encoded "
+            f"arrays memory-mapped, so its RSS counts the pages of them it touched, which are the page cache's; "
+            f"without shared file pages its peak was {private}.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _raw_seconds(steps: dict[str, Any]) -> float:
+    return float(sum(steps[step]["seconds"] for step in RAW_TO_ENCODED))
+
+
+def _raw_memory(steps: dict[str, Any]) -> float:
+    return float(max(steps[step]["peak_tree_rss_mib"] for step in RAW_TO_ENCODED))
 
 
 # ----------------------------------------------------------------------------------------------------------- main
