@@ -242,6 +242,8 @@ def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     for indices in batches[:COLLATED]:
         collate(encoded, indices, regions=None, shape=shape, device=cpu)
     collate_ms = 1000 * (time.perf_counter() - started) / min(COLLATED, len(batches))
+    # the data path's memory, before the model's steps add theirs (which depend on the batches drawn, not the corpus)
+    memory = psutil.Process().memory_info()
     model = RegionalMMT(MMTConfig(), shape)
     optimizer = torch.optim.Adam(model.parameters(), lr=4e-4)
     model.train()
@@ -259,6 +261,9 @@ def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "plan_epoch_s": plan_s,
         "batches_per_epoch": len(batches),
         "collate_ms_per_batch": collate_ms,
+        "data_rss_mib": memory.rss / 2**20,
+        "data_private_mib": (memory.rss - memory.shared) / 2**20,
+        "longest_step_ids": max(int(max(encoded.lengths()[1][indices])) for indices in steps),
         "steps": len(steps),
         "seconds_per_step": step_s,
     }
@@ -289,7 +294,7 @@ def measured(step: str, work: Path, args: argparse.Namespace, pairs: int) -> dic
     command += ["--sample", str(args.sample), "--vocab", str(args.vocab), "--batch", str(args.batch)]
     command += ["--train-steps", str(args.train_steps)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu_s()
     child = subprocess.Popen(command, env=env)
     tree_peak = private_peak = 0
     while child.poll() is None:
@@ -297,17 +302,24 @@ def measured(step: str, work: Path, args: argparse.Namespace, pairs: int) -> dic
         tree_peak, private_peak = max(tree_peak, rss), max(private_peak, private)
         time.sleep(0.1)
     seconds = time.perf_counter() - started
+    cpu_s = _children_cpu_s() - cpu_before  # the step's processes, its pool's workers included (each was waited for)
     if child.returncode:
         raise SystemExit(f"step {step} at {pairs} pairs failed (exit {child.returncode})")
     result = read_json(work / f"{step}.json")
     print(f"{pairs:>9,} pairs  {step:<8} {seconds:8.1f} s  peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
     return {
         "seconds": seconds,
+        "cpu_s": cpu_s,
         "peak_tree_rss_mib": tree_peak / 2**20,
         "peak_tree_private_mib": private_peak / 2**20,
         "loadavg_after": list(os.getloadavg()),
         **result,
     }
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _tree_rss(pid: int) -> tuple[int, int]:
@@ -460,10 +472,41 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
             f"{run['steps']['train']['peak_tree_private_mib']:,.0f} MiB at {run['pairs']:,} pairs"
             for run in record["runs"]
         )
+        data = ", ".join(
+            f"{run['steps']['train']['figures']['data_rss_mib']:,.0f} MiB "
+            f"({run['steps']['train']['figures']['data_private_mib']:,.0f} without shared file pages) at "
+            f"{run['pairs']:,} pairs"
+            for run in record["runs"]
+            if "data_rss_mib" in run["steps"]["train"]["figures"]
+        )
+        longest = ", ".join(
+            f"{run['steps']['train']['figures']['longest_step_ids']} ids at {run['pairs']:,} pairs"
+            for run in record["runs"]
+            if "longest_step_ids" in run["steps"]["train"]["figures"]
+        )
+        if data:
+            private += (
+                f". Before the model's steps (the examples checked, the epoch planned, {COLLATED} batches collated) "
+                f"the train step's process held {data}; the steps add a batch's activations and logits, which grow "
+                f"with the batch's longest target (the timed steps' longest: {longest}), not with the corpus"
+            )
+        cpu = [
+            f"{run['pairs']:,} pairs: "
+            + ", ".join(f"{step} {run['steps'][step]['cpu_s']:,.0f}" for step in STEPS[1:])
+            + f" (raw text -> encoded arrays {sum(run['steps'][step]['cpu_s'] for step in RAW_TO_ENCODED):,.0f})"
+            for run in record["runs"]
+            if all("cpu_s" in run["steps"][step] for step in STEPS)
+        ]
+        cpu_sentence = (
+            "On a busy machine a step's wall time is the machine's more than the code's; the CPU seconds its "
+            f"processes used (user and system, the pool's workers included) are the code's: {'; '.join(cpu)}. "
+            if cpu
+            else ""
+        )
         lines += [
             "",
-            f"The load average (1 minute) after each step, {'; '.join(loads)}. The train step reads the encoded "
-            f"arrays memory-mapped, so its RSS counts the pages of them it touched, which are the page cache's; "
+            f"The load average (1 minute) after each step, {'; '.join(loads)}. {cpu_sentence}The train step reads the "
+            "encoded arrays memory-mapped, so its RSS counts the pages of them it touched, which are the page cache's; "
             f"without shared file pages its peak was {private}.",
         ]
     return "\n".join(lines) + "\n"
