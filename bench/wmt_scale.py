@@ -14,7 +14,8 @@ Each step runs in a fresh process, timed, while its process tree's memory is sam
   `--threads` processes, sentencepiece BPE of `--vocab` pieces per side), and the time of one pass of the sampling
   over the stream alone (what grows with the corpus once it is larger than the sample);
 - encode: `mmt.encoded.encode_pairs` of the training rows, streamed by row group, over `--threads` processes, into
-  the flat arrays training reads, written as `train_mmt` writes them into its work folder (`write_encoded`);
+  the flat arrays training reads, written as `train_mmt` writes them into its work folder, a chunk at a time
+  (`encode_pairs_into`);
 - train: what `mmt.train.fit` does with them before and in its first steps, on the arrays memory-mapped as
   `train_mmt` maps them (`open_encoded`): `check_examples`, one epoch's batch plan (`length_batches`), the collation
   of 200 batches (examples built from the arrays and padded), and `--train-steps` steps of a randomly initialised
@@ -202,13 +203,14 @@ def subword(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def encode(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from mmt.encoded import encode_pairs, write_encoded
+    from mmt.encoded import encode_pairs_into, open_encoded
     from mmt.text import TextPipeline
 
     text = TextPipeline.load(work / "text", threads=args.threads)
-    encoded = encode_pairs(text, train_chunks(work / "prepared" / "en-de.parquet"), threads=args.threads)
+    # what train_mmt writes into its work folder, a chunk at a time, and maps
+    encode_pairs_into(text, train_chunks(work / "prepared" / "en-de.parquet"), work / "encoded", threads=args.threads)
+    encoded = open_encoded(work / "encoded")
     src_lengths, tgt_lengths = encoded.lengths()
-    write_encoded(encoded, work / "encoded")  # what train_mmt writes into its work folder and maps
     return {
         "pairs": len(encoded),
         "store_mib": encoded.nbytes / 2**20,

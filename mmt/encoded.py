@@ -150,18 +150,62 @@ def encode_pairs(
     Raises:
         InputError: a sentence without any subword, named by its side and index over all chunks.
     """
+    parts: list[tuple[np.ndarray, ...]] = list(_encoded_chunks(text, chunks, threads=threads))
+    dtypes = (id_dtype(text.src_vocab.size), np.int32, id_dtype(text.tgt_vocab.size), np.int32)
+    arrays = [
+        np.concatenate([part[index] for part in parts]) if parts else np.zeros(0, dtype=dtype)
+        for index, dtype in enumerate(dtypes)
+    ]
+    src_ids, src_lengths, tgt_ids, tgt_lengths = arrays
+    if image_rows is not None and len(image_rows) != len(src_lengths):
+        raise ValueError(f"{len(image_rows)} image rows for {len(src_lengths)} sentence pairs")
+    return EncodedPairs(src_ids, src_lengths, tgt_ids, tgt_lengths, image_rows)
+
+
+def encode_pairs_into(
+    text: TextPipeline, chunks: Iterable[tuple[Sequence[str], Sequence[str]]], folder: Path, *, threads: int = 1
+) -> None:
+    """:func:`encode_pairs` of text-only pairs written into ``folder`` as :func:`write_encoded` writes them, each chunk
+    as it comes: the encoding process holds a few chunks, not the corpus's ids (the folder appears whole)."""
+    dtypes = (id_dtype(text.src_vocab.size), np.int32, id_dtype(text.tgt_vocab.size), np.int32)
+    with atomic_dir(folder) as tmp:
+        raw = [tmp / f"{name}.raw" for name in ARRAYS]
+        sizes = [0] * len(ARRAYS)
+        files = [path.open("wb") for path in raw]
+        try:
+            for part in _encoded_chunks(text, chunks, threads=threads):
+                for index, array in enumerate(part):
+                    files[index].write(array.astype(dtypes[index], copy=False).tobytes())
+                    sizes[index] += len(array)
+        finally:
+            for file in files:
+                file.close()
+        for name, path, size, dtype in zip(ARRAYS, raw, sizes, dtypes, strict=True):
+            stored = np.lib.format.open_memmap(tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=(size,))
+            if size:  # through the page cache, a block at a time
+                stored[:] = np.memmap(path, dtype=dtype, mode="r", shape=(size,))
+            stored.flush()
+            del stored
+            path.unlink()
+
+
+def _encoded_chunks(
+    text: TextPipeline, chunks: Iterable[tuple[Sequence[str], Sequence[str]]], *, threads: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """(source ids, source lengths, target ids, target lengths) of each chunk in order, the ids narrowed to
+    :func:`id_dtype`; a sentence without any subword raises, truncated sentences are logged once at the end."""
     specs = (_spec(text, side="source"), _spec(text, side="target"))
     dtypes = (id_dtype(text.src_vocab.size), id_dtype(text.tgt_vocab.size))
-    parts: tuple[list[tuple[np.ndarray, np.ndarray]], ...] = ([], [])  # per side: (ids, lengths) per chunk
     offset = truncated_src = truncated_tgt = 0
     for encoded in encode_pair_chunks(chunks, specs, threads=threads):
-        for side, (chunk, spec) in enumerate(zip(encoded, specs, strict=True)):
+        for chunk, spec in zip(encoded, specs, strict=True):
             if chunk.empty >= 0:
                 index = offset + chunk.empty
                 raise InputError(f"{spec.side} sentence {index}: empty (every sentence must hold some text)")
-            parts[side].append((chunk.ids.astype(dtypes[side]), chunk.lengths))  # narrowed at once: flat memory
-        truncated_src, truncated_tgt = truncated_src + encoded[0].truncated, truncated_tgt + encoded[1].truncated
-        offset += len(encoded[0].lengths)
+        source, target = encoded
+        yield source.ids.astype(dtypes[0]), source.lengths, target.ids.astype(dtypes[1]), target.lengths
+        truncated_src, truncated_tgt = truncated_src + source.truncated, truncated_tgt + target.truncated
+        offset += len(source.lengths)
     if truncated_src or truncated_tgt:
         logger.warning(
             "Truncated %d source and %d target sentences to %d subwords",
@@ -169,11 +213,6 @@ def encode_pairs(
             truncated_tgt,
             text.config.max_len,
         )
-    src_ids, src_lengths = _joined(parts[0], dtypes[0])
-    tgt_ids, tgt_lengths = _joined(parts[1], dtypes[1])
-    if image_rows is not None and len(image_rows) != offset:
-        raise ValueError(f"{len(image_rows)} image rows for {offset} sentence pairs")
-    return EncodedPairs(src_ids, src_lengths, tgt_ids, tgt_lengths, image_rows)
 
 
 def _spec(text: TextPipeline, *, side: str) -> SideSpec:
@@ -181,14 +220,6 @@ def _spec(text: TextPipeline, *, side: str) -> SideSpec:
     if side == "source":
         return SideSpec(config.src_lang, config.lowercase, text.src_vocab.serialized, config.max_len, False, side)
     return SideSpec(config.tgt_lang, config.lowercase, text.tgt_vocab.serialized, config.max_len - 1, True, side)
-
-
-def _joined(
-    chunks: list[tuple[np.ndarray, np.ndarray]], dtype: type[np.unsignedinteger] | type[np.signedinteger]
-) -> tuple[np.ndarray, np.ndarray]:
-    if not chunks:
-        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int32)
-    return np.concatenate([ids for ids, _ in chunks]), np.concatenate([lengths for _, lengths in chunks])
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:

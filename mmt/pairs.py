@@ -20,7 +20,7 @@ from common.errors import InputError
 from corpora.prepared import Corpus
 from corpora.tables import SPLITS
 from features.store import FeatureStore
-from mmt.encoded import EncodedPairs, encode_pairs, open_encoded, write_encoded
+from mmt.encoded import EncodedPairs, encode_pairs, encode_pairs_into, open_encoded
 from mmt.text import TextPipeline
 from mmt.text_workers import CHUNK_SENTENCES
 
@@ -208,12 +208,12 @@ def examples(text: TextPipeline, pairs: Pairs | ParallelText, store: FeatureStor
 
 
 def stored_examples(text: TextPipeline, pairs: ParallelText, folder: Path) -> EncodedPairs:
-    """The training examples of a text-only corpus, encoded into ``folder`` once (:func:`mmt.encoded.write_encoded`)
-    and memory-mapped from there: a fit holds a few batches of them, not the corpus. ``folder`` names what the ids
-    depend on (the caller's choice: the subword models and the pairs), so a later fit with the same ones (the
-    systems' fine-tuning, which mixes corpus pairs in) reuses it. Under torchrun rank 0 encodes and every rank maps
-    the same files."""
+    """The training examples of a text-only corpus, encoded into ``folder`` once, a chunk at a time
+    (:func:`mmt.encoded.encode_pairs_into`), and memory-mapped from there: a fit holds a few batches of them, not the
+    corpus. ``folder`` names what the ids depend on (the caller's choice: the subword models and the pairs), so a
+    later fit with the same ones (the systems' fine-tuning, which mixes corpus pairs in) reuses it. Under torchrun
+    rank 0 encodes and every rank maps the same files."""
     if is_writer() and not folder.is_dir():
-        write_encoded(examples(text, pairs, None), folder)
+        encode_pairs_into(text, pairs.chunks(), folder, threads=text.threads)
     barrier()
     return open_encoded(folder)
