@@ -14,10 +14,16 @@ Each step runs in a fresh process, timed, while its process tree's memory is sam
   `--threads` processes, sentencepiece BPE of `--vocab` pieces per side), and the time of one pass of the sampling
   over the stream alone (what grows with the corpus once it is larger than the sample);
 - encode: `mmt.encoded.encode_pairs` of the training rows, streamed by row group, over `--threads` processes, into
-  the flat arrays training reads;
-- train: what `mmt.train.fit` does with them before and in its first steps: `check_examples`, one epoch's batch plan
-  (`length_batches`), the collation of 200 batches (examples built from the arrays and padded), and `--train-steps`
-  steps of a randomly initialised RegionalMMT (emb 256, hidden 512) on one torch thread.
+  the flat arrays training reads, written as `train_mmt` writes them into its work folder, a chunk at a time
+  (`encode_pairs_into`);
+- train: what `mmt.train.fit` does with them before and in its first steps, on the arrays memory-mapped as
+  `train_mmt` maps them (`open_encoded`): `check_examples`, one epoch's batch plan (`length_batches`), the collation
+  of 200 batches (examples built from the arrays and padded), and `--train-steps` steps of a randomly initialised
+  RegionalMMT (emb 256, hidden 512) on one torch thread.
+
+The first three steps together take the raw text to the encoded arrays; the table gives their sum (and the largest of
+their peaks). Besides each process tree's peak RSS the JSON records its peak without shared file pages (a mapped
+file's pages count in RSS but belong to the page cache) and the load average after each step.
 
 Usage (from the repository root; ``--small``: 20,000 pairs in about a minute):
 
@@ -57,6 +63,7 @@ from mmtr.doc_sections import add_section_arguments, publish_section  # noqa: E4
 
 DEFAULT_OUT = REPO / "bench" / "results" / "wmt_scale.json"
 STEPS = ("build", "prepare", "subword", "encode", "train")
+RAW_TO_ENCODED = ("prepare", "subword", "encode")  # raw text files -> the encoded arrays train_mmt maps
 SECTION = "wmt-figures"  # the docs section this bench writes (mmtr.doc_sections)
 WMT_SAMPLE = Path("wmt-sample") / "opennmt-toy-ende"
 MULTI30K = Path("multi30k") / "task1" / "raw"
@@ -196,19 +203,14 @@ def subword(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def encode(work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from mmt.encoded import encode_pairs
+    from mmt.encoded import encode_pairs_into, open_encoded
     from mmt.text import TextPipeline
 
     text = TextPipeline.load(work / "text", threads=args.threads)
-    encoded = encode_pairs(text, train_chunks(work / "prepared" / "en-de.parquet"), threads=args.threads)
+    # what train_mmt writes into its work folder, a chunk at a time, and maps
+    encode_pairs_into(text, train_chunks(work / "prepared" / "en-de.parquet"), work / "encoded", threads=args.threads)
+    encoded = open_encoded(work / "encoded")
     src_lengths, tgt_lengths = encoded.lengths()
-    np.savez(
-        work / "encoded.npz",
-        src_ids=encoded.src_ids,
-        src_lengths=src_lengths,
-        tgt_ids=encoded.tgt_ids,
-        tgt_lengths=tgt_lengths,
-    )
     return {
         "pairs": len(encoded),
         "store_mib": encoded.nbytes / 2**20,
@@ -221,15 +223,14 @@ def encode(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from mmt.encoded import EncodedPairs
+    from mmt.encoded import open_encoded
     from mmt.model import MMTConfig, MMTShape, RegionalMMT
     from mmt.text import TextPipeline
     from mmt.train import check_examples, collate, length_batches, share_loss
 
     torch.set_num_threads(1)  # the figures are the data path's; one thread keeps a busy machine's steps comparable
     torch.manual_seed(SEED)
-    arrays = np.load(work / "encoded.npz")
-    encoded = EncodedPairs(arrays["src_ids"], arrays["src_lengths"], arrays["tgt_ids"], arrays["tgt_lengths"])
+    encoded = open_encoded(work / "encoded")  # memory-mapped, as train_mmt reads them
     text = TextPipeline.load(work / "text")
     shape = MMTShape(src_vocab=text.src_vocab.size, tgt_vocab=text.tgt_vocab.size, max_len=text.config.max_len)
     started = time.perf_counter()
@@ -243,6 +244,8 @@ def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     for indices in batches[:COLLATED]:
         collate(encoded, indices, regions=None, shape=shape, device=cpu)
     collate_ms = 1000 * (time.perf_counter() - started) / min(COLLATED, len(batches))
+    # the data path's memory, before the model's steps add theirs (which depend on the batches drawn, not the corpus)
+    memory = psutil.Process().memory_info()
     model = RegionalMMT(MMTConfig(), shape)
     optimizer = torch.optim.Adam(model.parameters(), lr=4e-4)
     model.train()
@@ -260,6 +263,9 @@ def train(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "plan_epoch_s": plan_s,
         "batches_per_epoch": len(batches),
         "collate_ms_per_batch": collate_ms,
+        "data_rss_mib": memory.rss / 2**20,
+        "data_private_mib": (memory.rss - memory.shared) / 2**20,
+        "longest_step_ids": max(int(max(encoded.lengths()[1][indices])) for indices in steps),
         "steps": len(steps),
         "seconds_per_step": step_s,
     }
@@ -290,29 +296,46 @@ def measured(step: str, work: Path, args: argparse.Namespace, pairs: int) -> dic
     command += ["--sample", str(args.sample), "--vocab", str(args.vocab), "--batch", str(args.batch)]
     command += ["--train-steps", str(args.train_steps)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu_s()
     child = subprocess.Popen(command, env=env)
-    tree_peak = 0
+    tree_peak = private_peak = 0
     while child.poll() is None:
-        tree_peak = max(tree_peak, _tree_rss(child.pid))
+        rss, private = _tree_rss(child.pid)
+        tree_peak, private_peak = max(tree_peak, rss), max(private_peak, private)
         time.sleep(0.1)
     seconds = time.perf_counter() - started
+    cpu_s = _children_cpu_s() - cpu_before  # the step's processes, its pool's workers included (each was waited for)
     if child.returncode:
         raise SystemExit(f"step {step} at {pairs} pairs failed (exit {child.returncode})")
     result = read_json(work / f"{step}.json")
     print(f"{pairs:>9,} pairs  {step:<8} {seconds:8.1f} s  peak RSS {result['peak_rss_mib']:7.0f} MiB", flush=True)
-    return {"seconds": seconds, "peak_tree_rss_mib": tree_peak / 2**20, **result}
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu_s,
+        "peak_tree_rss_mib": tree_peak / 2**20,
+        "peak_tree_private_mib": private_peak / 2**20,
+        "loadavg_after": list(os.getloadavg()),
+        **result,
+    }
 
 
-def _tree_rss(pid: int) -> int:
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_rss(pid: int) -> tuple[int, int]:
+    """RSS of a process and its children, and the part of it that is not shared file pages (a memory-mapped file's
+    pages count in RSS but are the page cache's, given back under pressure)."""
     with contextlib.suppress(psutil.Error):
         process = psutil.Process(pid)
-        total = process.memory_info().rss
-        for child in process.children(recursive=True):
+        total = private = 0
+        for member in [process, *process.children(recursive=True)]:
             with contextlib.suppress(psutil.Error):
-                total += child.memory_info().rss
-        return total
-    return 0
+                memory = member.memory_info()
+                total, private = total + memory.rss, private + memory.rss - memory.shared
+        return total, private
+    return 0, 0
 
 
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
@@ -420,6 +443,12 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
             memory = extrapolated(record, step, "peak_tree_rss_mib", target)
             cells.append(f"{seconds:,.0f} / {memory:,.0f}")
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    cells = [f"**{_raw_seconds(run['steps']):,.0f} / {_raw_memory(run['steps']):,.0f}**" for run in record["runs"]]
+    if can_extrapolate:
+        seconds = sum(extrapolated(record, step, "seconds", target) or 0.0 for step in RAW_TO_ENCODED)
+        memory = max(extrapolated(record, step, "peak_tree_rss_mib", target) or 0.0 for step in RAW_TO_ENCODED)
+        cells.append(f"**{seconds:,.0f} / {memory:,.0f}**")
+    lines.append("| **raw text -> encoded arrays** (the three above) | " + " | ".join(cells) + " |")
     largest = max(record["runs"], key=lambda run: run["pairs"])
     steps = largest["steps"]
     build, prepare_, subword_, encode_, train_ = (steps[name]["figures"] for name in STEPS)
@@ -435,7 +464,62 @@ def markdown(record: dict[str, Any], target: int = EXTRAPOLATE_TO) -> str:
         f"batch in {train_['collate_ms_per_batch']:,.1f} ms beside a training step of "
         f"{train_['seconds_per_step']:,.1f} s (one torch thread, emb 256, hidden 512).",
     ]
+    if all("loadavg_after" in run["steps"][step] for run in record["runs"] for step in STEPS):
+        loads = [
+            f"{run['pairs']:,} pairs: "
+            + ", ".join(f"{step} {run['steps'][step]['loadavg_after'][0]:.1f}" for step in STEPS[1:])
+            for run in record["runs"]
+        ]
+        private = ", ".join(
+            f"{run['steps']['train']['peak_tree_private_mib']:,.0f} MiB at {run['pairs']:,} pairs"
+            for run in record["runs"]
+        )
+        data = ", ".join(
+            f"{run['steps']['train']['figures']['data_rss_mib']:,.0f} MiB "
+            f"({run['steps']['train']['figures']['data_private_mib']:,.0f} without shared file pages) at "
+            f"{run['pairs']:,} pairs"
+            for run in record["runs"]
+            if "data_rss_mib" in run["steps"]["train"]["figures"]
+        )
+        longest = ", ".join(
+            f"{run['steps']['train']['figures']['longest_step_ids']} ids at {run['pairs']:,} pairs"
+            for run in record["runs"]
+            if "longest_step_ids" in run["steps"]["train"]["figures"]
+        )
+        if data:
+            private += (
+                f". Before the model's steps (the examples checked, the epoch planned, {COLLATED} batches collated) "
+                f"the train step's process held {data}; the steps add a batch's activations and logits, which grow "
+                f"with the batch's longest target (the timed steps' longest: {longest}), not with the corpus"
+            )
+        cpu = [
+            f"{run['pairs']:,} pairs: "
+            + ", ".join(f"{step} {run['steps'][step]['cpu_s']:,.0f}" for step in STEPS[1:])
+            + f" (raw text -> encoded arrays {sum(run['steps'][step]['cpu_s'] for step in RAW_TO_ENCODED):,.0f})"
+            for run in record["runs"]
+            if all("cpu_s" in run["steps"][step] for step in STEPS)
+        ]
+        cpu_sentence = (
+            "On a busy machine a step's wall time is the machine's more than the code's; the CPU seconds its "
+            f"processes used (user and system, the pool's workers included) are the code's: {'; '.join(cpu)}. "
+            if cpu
+            else ""
+        )
+        lines += [
+            "",
+            f"The load average (1 minute) after each step, {'; '.join(loads)}. {cpu_sentence}The train step reads the "
+            "encoded arrays memory-mapped, so its RSS counts the pages of them it touched, which are the page cache's; "
+            f"without shared file pages its peak was {private}.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _raw_seconds(steps: dict[str, Any]) -> float:
+    return float(sum(steps[step]["seconds"] for step in RAW_TO_ENCODED))
+
+
+def _raw_memory(steps: dict[str, Any]) -> float:
+    return float(max(steps[step]["peak_tree_rss_mib"] for step in RAW_TO_ENCODED))
 
 
 # ----------------------------------------------------------------------------------------------------------- main

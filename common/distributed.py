@@ -217,6 +217,12 @@ def sum_of(value: float, device: torch.device) -> float:
     return float(total.item())
 
 
+def barrier() -> None:
+    """Wait until every rank working together has come here (one rank writes a file, the others then read it)."""
+    if world_size() > 1:
+        dist.barrier()
+
+
 def gather_objects(items: Sequence[T]) -> list[T]:
     """Every rank's ``items`` (picklable) concatenated in rank order."""
     if world_size() == 1:

@@ -215,6 +215,23 @@ def read_parallel_tables(parallel_dir: str | os.PathLike[str]) -> dict[str, pa.T
     return {path.stem: tables.read_parallel(path) for path in sorted(root.glob("*.parquet"))}
 
 
+def checked_parallel_table(parallel_dir: str | os.PathLike[str], name: str) -> str:
+    """The file of pair ``name`` (``en-de``) in the prepared parallel folder, validated as :func:`read_parallel_tables`
+    validates it (the table is read whole once and let go): training then reads it a chunk at a time.
+
+    Raises:
+        InputError: no such folder or file, or a table that breaks the parallel schema.
+    """
+    root = Path(parallel_dir)
+    if not root.is_dir():
+        raise InputError(f"{root}: prepared parallel folder not found (run the prepare_parallel stage first)")
+    path = root / f"{name}.parquet"
+    if not path.is_file():
+        raise InputError(f"prepared tables: no parallel corpus {name}.parquet (check paths.parallel)")
+    tables.read_parallel(path)
+    return str(path)
+
+
 def count_captions(corpus: Corpus) -> list[dict[str, object]]:
     """Per split and language: images, comparable captions, translation captions."""
     images, captions = corpus.images, corpus.captions

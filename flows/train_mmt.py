@@ -14,7 +14,8 @@ without `--store`).
 With `--work`, each fit of the regional model (pre-training, the MMT's and the text-only system's fine-tuning)
 keeps a resume state in `<work>/<system folder>/<checkpoint>.state.safetensors` after every epoch: a rerun after a
 kill continues from the last finished epoch and ends with the same outputs; the states are removed once the outputs
-are in place.
+are in place. The text-only corpus is encoded there once too (`<work>/encoded/`), and every fit that reads it maps
+those arrays rather than holding the corpus's sentences; without `--work` each fit encodes it into memory.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from common.distributed import is_writer, joined
 from common.files import staged_children
 from common.runtime import Runtime, cpu_threads, use_cpu_threads
 from common.stopping import SharedEvent, cancel_on_interrupt, follow
-from corpora.prepared import read_parallel_tables, read_prepared
+from corpora.prepared import checked_parallel_table, read_prepared
 from features.store import FeatureStore
 from mmt.config import SystemsConfig
 from mmt.pairs import direction_data, require_splits
-from mmt.systems import TEXT_ONLY_REGION_DIM, clear_states
+from mmt.systems import TEXT_ONLY_REGION_DIM, clear_encoded, clear_states
 from mmtr.params import Params, ParamsError
 from mmtr.processes import STOP_SIGNALS
 from mmtr.stage import named, run_stage, run_tags, show_library_progress, stage_parser
@@ -65,11 +66,13 @@ def train_mmt(
     with staged_children(paths.models) as models, staged_children(paths.metrics) as metrics:
         staged = dataclasses.replace(paths, models=str(models), metrics=str(metrics))
         region_dim = FeatureStore.open(paths.store).dim if paths.store is not None else TEXT_ONLY_REGION_DIM
-        # once for both directions: the fine-tuning corpus's captions, the text-only corpus's sentence pairs
-        corpus = dataclasses.replace(read_prepared(prepared), parallel=read_parallel_tables(parallel))
+        # once for both directions: the fine-tuning corpus's captions; the text-only corpus is checked here and read
+        # a chunk at a time where it is used (encoded once into the work folder and memory-mapped by the fits)
+        corpus = read_prepared(prepared)
+        parallel_file = checked_parallel_table(parallel, f"{pivot}-{target}")
         jobs: list[DirectionJob] = []
         for src, tgt in ((pivot, target), (target, pivot)):
-            data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt)
+            data = direction_data(corpus, pivot=pivot, target=target, src=src, tgt=tgt, parallel_file=parallel_file)
             sources = {"parallel": f"{parallel}/{pivot}-{target}.parquet", "captions": f"{prepared}/captions.parquet"}
             require_splits(data, direction=f"{src}->{tgt}", **sources)
             jobs.append(DirectionJob(src, tgt, data, config, staged, region_dim, seed, runtime))
@@ -92,6 +95,7 @@ def train_mmt(
         clear_states(
             Path(paths.work), [f"{system}-{direction}" for system in ("mmt", "mt") for direction in directions]
         )
+        clear_encoded(Path(paths.work))
     description = "Test captions: BLEU and chrF"
     create_table_artifact(key=artifact_key(f"mmt-{pivot}-{target}"), table=rows, description=description)
     return rows

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import SupportsIndex, overload
 
 import numpy as np
 
 from common.errors import InputError
+from common.files import atomic_dir
 from mmt.text import TextPipeline
 from mmt.text_workers import SideSpec, encode_pair_chunks
 from mmt.train import Example
@@ -90,6 +92,43 @@ class EncodedPairs(Sequence[Example]):
         return (self[i] for i in range(len(self)))
 
 
+ARRAYS = ("src_ids", "src_lengths", "tgt_ids", "tgt_lengths")  # each <name>.npy in an encoded folder
+IMAGE_ROWS = "image_rows"  # <name>.npy too, when the pairs have images
+
+
+def write_encoded(encoded: EncodedPairs, folder: Path) -> None:
+    """Write ``encoded`` as one ``.npy`` file per array into ``folder``, which appears whole or not at all."""
+    arrays = dict(
+        zip(ARRAYS, (encoded.src_ids, encoded.src_lengths, encoded.tgt_ids, encoded.tgt_lengths), strict=True)
+    )
+    if encoded.image_rows is not None:
+        arrays[IMAGE_ROWS] = encoded.image_rows
+    with atomic_dir(folder) as tmp:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+
+
+def open_encoded(folder: Path) -> EncodedPairs:
+    """The pairs :func:`write_encoded` wrote in ``folder``, memory-mapped read-only: the ids stay on disk (in the page
+    cache, shared by every process that opens them) and only the batches being built are read.
+
+    Raises:
+        InputError: a missing or unreadable array, named.
+    """
+    names = [*ARRAYS, IMAGE_ROWS] if (folder / f"{IMAGE_ROWS}.npy").is_file() else list(ARRAYS)
+    arrays: list[np.ndarray] = []
+    for name in names:
+        path = folder / f"{name}.npy"
+        try:
+            arrays.append(np.load(path, mmap_mode="r"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not an encoded array ({error})") from None
+    try:
+        return EncodedPairs(*arrays)
+    except ValueError as error:
+        raise InputError(f"{folder}: {error}") from None
+
+
 def id_dtype(vocab_size: int) -> type[np.unsignedinteger] | type[np.signedinteger]:
     """The smallest array type of ids below ``vocab_size``: uint16 up to 65,536 ids, else int32."""
     return np.uint16 if vocab_size <= 1 << 16 else np.int32
@@ -111,18 +150,62 @@ def encode_pairs(
     Raises:
         InputError: a sentence without any subword, named by its side and index over all chunks.
     """
+    parts: list[tuple[np.ndarray, ...]] = list(_encoded_chunks(text, chunks, threads=threads))
+    dtypes = (id_dtype(text.src_vocab.size), np.int32, id_dtype(text.tgt_vocab.size), np.int32)
+    arrays = [
+        np.concatenate([part[index] for part in parts]) if parts else np.zeros(0, dtype=dtype)
+        for index, dtype in enumerate(dtypes)
+    ]
+    src_ids, src_lengths, tgt_ids, tgt_lengths = arrays
+    if image_rows is not None and len(image_rows) != len(src_lengths):
+        raise ValueError(f"{len(image_rows)} image rows for {len(src_lengths)} sentence pairs")
+    return EncodedPairs(src_ids, src_lengths, tgt_ids, tgt_lengths, image_rows)
+
+
+def encode_pairs_into(
+    text: TextPipeline, chunks: Iterable[tuple[Sequence[str], Sequence[str]]], folder: Path, *, threads: int = 1
+) -> None:
+    """:func:`encode_pairs` of text-only pairs written into ``folder`` as :func:`write_encoded` writes them, each chunk
+    as it comes: the encoding process holds a few chunks, not the corpus's ids (the folder appears whole)."""
+    dtypes = (id_dtype(text.src_vocab.size), np.int32, id_dtype(text.tgt_vocab.size), np.int32)
+    with atomic_dir(folder) as tmp:
+        raw = [tmp / f"{name}.raw" for name in ARRAYS]
+        sizes = [0] * len(ARRAYS)
+        files = [path.open("wb") for path in raw]
+        try:
+            for part in _encoded_chunks(text, chunks, threads=threads):
+                for index, array in enumerate(part):
+                    files[index].write(array.astype(dtypes[index], copy=False).tobytes())
+                    sizes[index] += len(array)
+        finally:
+            for file in files:
+                file.close()
+        for name, path, size, dtype in zip(ARRAYS, raw, sizes, dtypes, strict=True):
+            stored = np.lib.format.open_memmap(tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=(size,))
+            if size:  # through the page cache, a block at a time
+                stored[:] = np.memmap(path, dtype=dtype, mode="r", shape=(size,))
+            stored.flush()
+            del stored
+            path.unlink()
+
+
+def _encoded_chunks(
+    text: TextPipeline, chunks: Iterable[tuple[Sequence[str], Sequence[str]]], *, threads: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """(source ids, source lengths, target ids, target lengths) of each chunk in order, the ids narrowed to
+    :func:`id_dtype`; a sentence without any subword raises, truncated sentences are logged once at the end."""
     specs = (_spec(text, side="source"), _spec(text, side="target"))
     dtypes = (id_dtype(text.src_vocab.size), id_dtype(text.tgt_vocab.size))
-    parts: tuple[list[tuple[np.ndarray, np.ndarray]], ...] = ([], [])  # per side: (ids, lengths) per chunk
     offset = truncated_src = truncated_tgt = 0
     for encoded in encode_pair_chunks(chunks, specs, threads=threads):
-        for side, (chunk, spec) in enumerate(zip(encoded, specs, strict=True)):
+        for chunk, spec in zip(encoded, specs, strict=True):
             if chunk.empty >= 0:
                 index = offset + chunk.empty
                 raise InputError(f"{spec.side} sentence {index}: empty (every sentence must hold some text)")
-            parts[side].append((chunk.ids.astype(dtypes[side]), chunk.lengths))  # narrowed at once: flat memory
-        truncated_src, truncated_tgt = truncated_src + encoded[0].truncated, truncated_tgt + encoded[1].truncated
-        offset += len(encoded[0].lengths)
+        source, target = encoded
+        yield source.ids.astype(dtypes[0]), source.lengths, target.ids.astype(dtypes[1]), target.lengths
+        truncated_src, truncated_tgt = truncated_src + source.truncated, truncated_tgt + target.truncated
+        offset += len(source.lengths)
     if truncated_src or truncated_tgt:
         logger.warning(
             "Truncated %d source and %d target sentences to %d subwords",
@@ -130,11 +213,6 @@ def encode_pairs(
             truncated_tgt,
             text.config.max_len,
         )
-    src_ids, src_lengths = _joined(parts[0], dtypes[0])
-    tgt_ids, tgt_lengths = _joined(parts[1], dtypes[1])
-    if image_rows is not None and len(image_rows) != offset:
-        raise ValueError(f"{len(image_rows)} image rows for {offset} sentence pairs")
-    return EncodedPairs(src_ids, src_lengths, tgt_ids, tgt_lengths, image_rows)
 
 
 def _spec(text: TextPipeline, *, side: str) -> SideSpec:
@@ -142,14 +220,6 @@ def _spec(text: TextPipeline, *, side: str) -> SideSpec:
     if side == "source":
         return SideSpec(config.src_lang, config.lowercase, text.src_vocab.serialized, config.max_len, False, side)
     return SideSpec(config.tgt_lang, config.lowercase, text.tgt_vocab.serialized, config.max_len - 1, True, side)
-
-
-def _joined(
-    chunks: list[tuple[np.ndarray, np.ndarray]], dtype: type[np.unsignedinteger] | type[np.signedinteger]
-) -> tuple[np.ndarray, np.ndarray]:
-    if not chunks:
-        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int32)
-    return np.concatenate([ids for ids, _ in chunks]), np.concatenate([lengths for _, lengths in chunks])
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:

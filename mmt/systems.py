@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import json
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -45,13 +48,15 @@ from mmt.translator_protocol import Translator
 if TYPE_CHECKING:
     from features.store import FeatureStore
     from mmt.config import SystemsConfig
-    from mmt.pairs import DirectionData, Pairs
+    from mmt.encoded import EncodedPairs
+    from mmt.pairs import DirectionData, Pairs, ParallelText
     from mmt.train import TrainConfig, ValidationCallback
 
 logger = logging.getLogger(__name__)
 
 SYSTEM_FILE = "system.json"  # {"backend": <name of BACKENDS>, "src": <language>, "tgt": <language>}
 TEXT_ONLY_REGION_DIM = MMTShape.region_dim  # the regional model's shape when no FeatureStore exists
+ENCODED_FOLDER = "encoded"  # <work>/encoded/<key>/: the text-only corpus's ids, memory-mapped by the fits
 VALIDATION_SENTENCES = 500  # validation BLEU (early stopping) on at most this many sentences, greedy decoding
 STEP_LOG_EVERY = 100  # a DEBUG line every this many training steps, between the validations' lines
 
@@ -108,9 +113,9 @@ def train_text_pipeline(
 ) -> TextPipeline:
     """Subword vocabularies from the pre-training corpus and the caption training text, saved in ``out_dir``."""
     corpus, captions = data.corpus["train"], data.captions["train"]
-    return TextPipeline.train(
-        corpus.src + captions.src,
-        corpus.tgt + captions.tgt,
+    return TextPipeline.train(  # the corpus streamed: the subword models learn from a sample of it
+        itertools.chain(corpus.side(0), captions.src),
+        itertools.chain(corpus.side(1), captions.tgt),
         src_lang=src,
         tgt_lang=tgt,
         config=config,
@@ -140,7 +145,7 @@ def pretrain(
         model,
         text,
         data.corpus["train"],
-        data.corpus["val"],
+        data.corpus["val"].pairs(),
         store=None,
         training=config.pretrain,
         seed=seed,
@@ -156,7 +161,7 @@ def pretrain(
 def fit_system(
     model: RegionalMMT,
     text: TextPipeline,
-    train: Pairs,
+    train: Pairs | ParallelText,
     val: Pairs,
     *,
     store: FeatureStore | None,
@@ -166,7 +171,7 @@ def fit_system(
     checkpoint: Path,
     name: str,
     on_validation: ValidationCallback | None = None,
-    mixed: Pairs | None = None,
+    mixed: ParallelText | None = None,
     work: Path | None = None,
     stop: threading.Event | None = None,
 ) -> float:
@@ -176,8 +181,9 @@ def fit_system(
     validation logs one line starting with ``name`` (``mmt-en-de finetune``), which ``on_validation`` gets too.
     With ``work``, the fit keeps its resume state in :func:`state_path` and continues from it when run again on the
     same inputs (:func:`run_fingerprint`). Once ``stop`` is set, the fit is given up before its next batch
-    (:class:`common.stopping.Cancelled`), its last state kept."""
-    from mmt.pairs import examples
+    (:class:`common.stopping.Cancelled`), its last state kept. With ``work``, the text-only corpus (``train`` when it is
+    one, ``mixed``) is encoded once into ``work`` and memory-mapped (:func:`encoded_corpus`)."""
+    from mmt.pairs import ParallelText, examples
     from mmt.train import fit
 
     device = runtime.torch_device()
@@ -187,15 +193,22 @@ def fit_system(
         if record["step"] % STEP_LOG_EVERY == 0:
             logger.debug("%s · step %d · epoch %d · loss %.3f", name, record["step"], record["epoch"], record["loss"])
 
-    mixed_examples = examples(text, mixed, None) if mixed is not None and training.mixed_pairs else []
+    mixed_pairs = mixed if mixed is not None and training.mixed_pairs else None
     resume = None
-    if work is not None:
-        mixed_pairs = mixed if mixed_examples else None
-        run = run_fingerprint(model, text, train, val, mixed_pairs, store=store, training=training, seed=seed)
+    hashes: dict[str, str | None] = {"train": None, "mixed": None}
+    if work is not None:  # a pass over each text, for the resume state and the encoded corpus's folder
+        hashes = {"train": pairs_sha256(train), "mixed": None if mixed_pairs is None else pairs_sha256(mixed_pairs)}
+        run = run_fingerprint(model, text, hashes, val, store=store, training=training, seed=seed)
         resume = ResumePoint(state_path(work, checkpoint), fingerprint(run, asdict(runtime)))
+    mixed_examples = [] if mixed_pairs is None else encoded_corpus(text, mixed_pairs, work, hashes["mixed"])
+    train_examples = (
+        encoded_corpus(text, train, work, hashes["train"])
+        if isinstance(train, ParallelText)
+        else examples(text, train, store)
+    )
     result = fit(
         model,
-        examples(text, train, store),
+        train_examples,
         regions=store,
         evaluate=lambda _: bleu(translator, val, tgt_lang=text.config.tgt_lang, beam=1, limit=VALIDATION_SENTENCES),
         config=training,
@@ -218,6 +231,23 @@ def fit_system(
     return result.best_score
 
 
+def encoded_corpus(text: TextPipeline, pairs: ParallelText, work: Path | None, pairs_hash: str | None) -> EncodedPairs:
+    """The examples of a text-only corpus: with ``work``, encoded once into ``<work>/encoded/<key>/`` and
+    memory-mapped (:func:`mmt.pairs.stored_examples`), the key a hash of the subword models and of the pairs, so the
+    fine-tuning that mixes corpus pairs in maps the files pre-training wrote; without, encoded into memory."""
+    from mmt.pairs import examples, stored_examples
+
+    if work is None or pairs_hash is None:
+        return examples(text, pairs, None)
+    key = hashlib.sha256(json.dumps([text.identity(), pairs_hash], sort_keys=True).encode()).hexdigest()[:32]
+    return stored_examples(text, pairs, work / ENCODED_FOLDER / key)
+
+
+def clear_encoded(work: Path) -> None:
+    """Remove the encoded corpora of :func:`encoded_corpus` (the stage's outputs are written: no fit reads them)."""
+    shutil.rmtree(work / ENCODED_FOLDER, ignore_errors=True)
+
+
 def state_path(work: Path, checkpoint: Path) -> Path:
     """The resume state of the fit that writes ``checkpoint``: ``<work>/<system folder>/<checkpoint>.state.safetensors``
     (``mmt-en-de/finetune.state.safetensors``), named like the system folder, which is a staging copy while the stage
@@ -237,9 +267,8 @@ def clear_states(work: Path, folders: Iterable[str]) -> None:
 def run_fingerprint(
     model: RegionalMMT,
     text: TextPipeline,
-    train: Pairs,
+    hashes: dict[str, str | None],
     val: Pairs,
-    mixed: Pairs | None,
     *,
     store: FeatureStore | None,
     training: TrainConfig,
@@ -247,7 +276,8 @@ def run_fingerprint(
 ) -> dict[str, object]:
     """What a fit's result depends on, for its resume state: settings, seed, model config and shape, the subword
     models, the initial weights (so fine-tuning's hash covers the pre-trained checkpoint), a hash of every pair
-    (source, target, image) of the training, validation and mixed-in data, and the region store's metadata and file
+    (source, target, image) of the training, validation and mixed-in data (``hashes``: :func:`pairs_sha256` of the
+    training and mixed-in pairs, None for no mixed-in pairs), and the region store's metadata and file
     stamps (a hash of its features would read gigabytes; a rewritten store has new stamps)."""
     stamps = None
     if store is not None:
@@ -259,7 +289,7 @@ def run_fingerprint(
         "shape": asdict(model.shape),
         "text": text.identity(),
         "weights": weights_sha256(model),
-        "pairs": [pairs_sha256(pairs) if pairs is not None else None for pairs in (train, val, mixed)],
+        "pairs": [hashes["train"], pairs_sha256(val), hashes["mixed"]],
         "validation_sentences": VALIDATION_SENTENCES,
         "store": None if store is None else {"meta": store.meta, "files": stamps},
     }
@@ -274,9 +304,20 @@ def weights_sha256(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def pairs_sha256(pairs: Pairs) -> str:
-    """Hash of the sentences and images of ``pairs``, in order (one join per column: seconds for millions)."""
+def pairs_sha256(pairs: Pairs | ParallelText) -> str:
+    """Hash of the sentences and images of ``pairs``, in order (one join per column: seconds for millions); a text-only
+    corpus streamed a chunk at a time hashes as the same pairs held in lists."""
+    from mmt.pairs import ParallelText
+
     digest = hashlib.sha256()
+    if isinstance(pairs, ParallelText):
+        count = pairs.count()
+        for index in (0, 1):
+            digest.update(f"False:{count}:".encode())
+            for position, sentence in enumerate(pairs.side(index)):
+                digest.update((sentence if position == 0 else "\x1f" + sentence).encode())
+        digest.update(b"True:0:")
+        return digest.hexdigest()
     for column in (pairs.src, pairs.tgt, pairs.image_ids):
         values = column if column is not None else []
         digest.update(f"{column is None}:{len(values)}:".encode())
@@ -389,7 +430,7 @@ def _train_seq2seq(request: SystemRequest) -> None:
             stop=request.stop,
         )
         return None
-    corpus = data.corpus["train"]
+    corpus = data.corpus["train"].pairs()  # the Marian trainer takes lists: this backend holds the corpus's text
     pairs = len(corpus.src) + len(captions["train"].src)
     logger.info("Training a Marian model for %s from scratch (%d pairs)", pair, pairs)
     train_marian(

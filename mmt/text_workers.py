@@ -9,6 +9,7 @@ what is computed. This module imports no torch: the workers are started fresh (s
 from __future__ import annotations
 
 import functools
+import itertools
 import multiprocessing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -90,11 +91,13 @@ def encode_chunk(spec: SideSpec, sentences: Sequence[str]) -> EncodedChunk:
     """Moses, then subwords, of each sentence, as :meth:`mmt.text.TextPipeline.encode_source` (and
     ``encode_target`` when ``spec.eos``) do one by one; a blank sentence is reported by its index, not raised."""
     moses, processor = _side_tools(spec.lang, spec.lowercase, spec.model)
+    tokenised = [moses.preprocess(sentence) if sentence.strip() else "" for sentence in sentences]
+    # one call for the chunk, on one thread: the chunks are what runs in parallel
+    encoded: list[list[int]] = processor.encode(tokenised, out_type=int, num_threads=1)
     rows: list[list[int]] = []
     truncated = unknown = 0
     empty = -1
-    for index, sentence in enumerate(sentences):
-        ids: list[int] = processor.encode(moses.preprocess(sentence), out_type=int) if sentence.strip() else []
+    for index, ids in enumerate(encoded):
         if not ids:
             empty = index
             break
@@ -103,7 +106,7 @@ def encode_chunk(spec: SideSpec, sentences: Sequence[str]) -> EncodedChunk:
         unknown += ids.count(UNK_ID)
         rows.append([*ids, EOS_ID] if spec.eos else ids)
     lengths = np.fromiter((len(row) for row in rows), dtype=np.int32, count=len(rows))
-    flat = np.fromiter((id_ for row in rows for id_ in row), dtype=np.int32, count=int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
     return EncodedChunk(flat, lengths, truncated, unknown, empty)
 
 

@@ -106,8 +106,11 @@ def test_train_mmt_on_two_ranks_matches_one_process(
     one, two = tmp_path / "one", tmp_path / "two"
     train_mmt.main(mmt_argv(params_with(tmp_path, "one", 1, tiny_dataset, mmt_only=True), tiny_dataset, trained, one))
     two_ranks = params_with(tmp_path, "two", 2, tiny_dataset, mmt_only=True)
-    done = stage_process("flows.train_mmt", mmt_argv(two_ranks, tiny_dataset, trained, two), prefect_api_url)
+    # with a work folder: rank 0 encodes the text-only corpus there and both ranks map the same files
+    argv = [*mmt_argv(two_ranks, tiny_dataset, trained, two), "--work", str(two / "work")]
+    done = stage_process("flows.train_mmt", argv, prefect_api_url)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not (two / "work" / "encoded").exists()  # gone with the resume states once the outputs are in place
     assert sorted(path.name for path in (two / "metrics").iterdir()) == sorted(
         path.name for path in (one / "metrics").iterdir()
     )

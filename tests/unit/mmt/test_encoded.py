@@ -12,7 +12,7 @@ import pytest
 
 from common.checks import SettingError
 from common.errors import InputError
-from mmt.encoded import EncodedPairs, encode_pairs
+from mmt.encoded import EncodedPairs, encode_pairs, encode_pairs_into, open_encoded, write_encoded
 from mmt.sample import reservoir_sample
 from mmt.text import EOS_ID, MosesText, SubwordConfig, SubwordVocab, TextPipeline, train_sentencepiece
 from mmt.train import Example, length_batches
@@ -99,6 +99,35 @@ def test_encoded_pairs_are_the_examples_of_the_pipeline_in_any_chunking(tmp_path
     assert encoded.lengths()[1].tolist() == [len(t) for t in targets.ids]
     with pytest.raises(IndexError, match="pair 14 of 14"):
         encoded[14]
+
+
+def test_written_pairs_come_back_memory_mapped(tmp_path: Path) -> None:
+    text = _pipeline(tmp_path)
+    rows = np.arange(len(EN), dtype=np.int64)
+    for image_rows in (None, rows):
+        encoded = encode_pairs(text, [(EN, DE)], image_rows=image_rows)
+        folder = tmp_path / f"encoded-{image_rows is None}"
+        write_encoded(encoded, folder)
+        mapped = open_encoded(folder)
+        assert isinstance(mapped.src_ids, np.memmap) and isinstance(mapped.tgt_lengths, np.memmap)
+        assert list(mapped) == list(encoded) and mapped.src_ids.dtype == np.uint16
+        assert (mapped.image_rows is None) == (image_rows is None)
+    (folder / "tgt_ids.npy").unlink()
+    with pytest.raises(InputError, match=r"tgt_ids\.npy: not an encoded array"):
+        open_encoded(folder)
+
+
+def test_pairs_encoded_into_a_folder_are_those_in_memory(tmp_path: Path) -> None:
+    text = _pipeline(tmp_path)
+    chunks = [(EN[:3], DE[:3]), (EN[3:], DE[3:]), (EN, DE)]
+    encode_pairs_into(text, chunks, tmp_path / "stored", threads=1)
+    stored, expected = open_encoded(tmp_path / "stored"), encode_pairs(text, chunks)
+    assert list(stored) == list(expected) and stored.src_ids.dtype == expected.src_ids.dtype == np.uint16
+    encode_pairs_into(text, [], tmp_path / "none")
+    assert len(open_encoded(tmp_path / "none")) == 0
+    with pytest.raises(InputError, match=r"^source sentence 4: empty"):
+        encode_pairs_into(text, [(EN[:3], DE[:3]), ([EN[0], " ", EN[2]], DE[:3])], tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
 
 
 def test_pooled_encoding_gives_the_same_pairs(tmp_path: Path) -> None:

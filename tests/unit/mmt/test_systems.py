@@ -10,7 +10,7 @@ import json
 import logging
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,20 +25,33 @@ from common.errors import InputError
 from common.runtime import Runtime
 from corpora import tables
 from corpora.prepared import Corpus
+from corpora.tables import write_parquet
 from features.regions import ImageRegions
 from features.store import FeatureStore, FeatureStoreWriter
 from mmt.checkpoint import read_checkpoint
 from mmt.config import TEXT_ONLY_BACKENDS, Seq2SeqFinetuneConfig, Seq2SeqSettings, SystemsConfig
+from mmt.encoded import open_encoded
 from mmt.held_models import ORIGIN_FILE
 from mmt.model import MMTConfig
-from mmt.pairs import ContrastiveItem, DirectionData, Pairs, caption_pairs, direction_data, examples, require_splits
+from mmt.pairs import (
+    ContrastiveItem,
+    DirectionData,
+    Pairs,
+    ParallelText,
+    caption_pairs,
+    direction_data,
+    examples,
+    require_splits,
+)
 from mmt.seq2seq import Seq2SeqTranslator
 from mmt.systems import (
     BACKENDS,
     SYSTEM_FILE,
     SystemRequest,
     bleu,
+    clear_encoded,
     load_system,
+    pairs_sha256,
     pretrain,
     system_backend,
     system_languages,
@@ -136,13 +149,31 @@ def test_direction_data_orients_the_corpus() -> None:
     forward = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
     backward = direction_data(corpus, pivot="en", target="de", src="de", tgt="en")
     assert set(forward.corpus) == set(forward.captions) == {"train", "val", "test"}
-    assert forward.corpus["train"].src == table["src"].to_pylist()[:60]
-    assert forward.corpus["test"].tgt == table["tgt"].to_pylist()[64:]
-    assert backward.corpus["val"] == Pairs(table["tgt"].to_pylist()[60:64], table["src"].to_pylist()[60:64])
-    assert forward.corpus["train"].image_ids is None
+    assert forward.corpus["train"].pairs().src == table["src"].to_pylist()[:60]
+    assert forward.corpus["test"].pairs().tgt == table["tgt"].to_pylist()[64:]
+    assert backward.corpus["val"].pairs() == Pairs(table["tgt"].to_pylist()[60:64], table["src"].to_pylist()[60:64])
+    assert forward.corpus["train"].pairs().image_ids is None
+    assert list(backward.corpus["train"].side(0)) == table["tgt"].to_pylist()[:60]
+    assert [len(src) for src, _ in forward.corpus["train"].chunks(size=25)] == [25, 25, 10]
+    assert (forward.corpus["train"].count(), forward.corpus["val"].count()) == (60, 4)
     assert backward.captions["val"] == Pairs(
         forward.captions["val"].tgt, forward.captions["val"].src, forward.captions["val"].image_ids
     )
+
+
+def test_the_corpus_read_from_its_file_is_the_corpus_of_the_table(tmp_path: Path) -> None:
+    """The stage reads the parallel table's file a chunk at a time (never whole): the same pairs, the same hash."""
+    corpus = caption_corpus()
+    path = tmp_path / "en-de.parquet"
+    write_parquet(corpus.parallel["en-de"], path)
+    file = str(path)
+    for src, tgt in (("en", "de"), ("de", "en")):
+        in_memory = direction_data(corpus, pivot="en", target="de", src=src, tgt=tgt)
+        on_disk = direction_data(corpus, pivot="en", target="de", src=src, tgt=tgt, parallel_file=file)
+        for split in ("train", "val", "test"):
+            assert on_disk.corpus[split].pairs() == in_memory.corpus[split].pairs()
+            # the resume fingerprint of earlier releases hashed the pairs held as lists: a resume state stays valid
+            assert pairs_sha256(on_disk.corpus[split]) == pairs_sha256(in_memory.corpus[split].pairs())
 
 
 def test_direction_data_needs_the_pairs_parallel_corpus() -> None:
@@ -412,12 +443,15 @@ def test_text_pipeline_trains_on_corpus_and_caption_training_text(
     """The subword vocabularies see the train split of the parallel corpus, then the train captions."""
     calls: list[dict[str, object]] = []
 
-    def record(src_texts: list[str], tgt_texts: list[str], **options: object) -> str:
-        calls.append({"src": src_texts, "tgt": tgt_texts, **options})
+    def record(src_texts: Iterable[str], tgt_texts: Iterable[str], **options: object) -> str:
+        calls.append({"src": list(src_texts), "tgt": list(tgt_texts), **options})
         return "pipeline"
 
     monkeypatch.setattr(TextPipeline, "train", record)
-    splits = {"train": Pairs(["s1", "s2"], ["t1", "t2"]), "val": Pairs(["sv"], ["tv"]), "test": Pairs(["x"], ["y"])}
+    table = pa.table(
+        {"split": ["train", "train", "val", "test"], "src": ["s1", "s2", "sv", "x"], "tgt": ["t1", "t2", "tv", "y"]}
+    )
+    splits = {split: ParallelText(table, split) for split in ("train", "val", "test")}
     captions = {split: Pairs([f"c{split}"], [f"d{split}"], ["i"]) for split in ("train", "val", "test")}
     config = SubwordConfig(vocab_size=80)
     result = train_text_pipeline(DirectionData(splits, captions), config, src="de", tgt="en", out_dir=tmp_path, seed=4)
@@ -433,6 +467,43 @@ def test_text_pipeline_trains_on_corpus_and_caption_training_text(
             "seed": 4,
         }
     ]
+
+
+def test_with_a_work_folder_the_corpus_is_encoded_once_and_mapped(tmp_path: Path) -> None:
+    """Pre-training encodes the text-only corpus into the work folder and trains on the mapped arrays: the same weights
+    as from the examples in memory; fine-tuning, which mixes corpus pairs in, maps the same folder."""
+    corpus = caption_corpus()
+    data = direction_data(corpus, pivot="en", target="de", src="en", tgt="de")
+    weights: dict[str, bytes] = {}
+    for name, work in (("memory", None), ("mapped", tmp_path / "work")):
+        model_dir = tmp_path / name / "en-de"
+        train_text_pipeline(data, CONFIG.text, src="en", tgt="de", out_dir=model_dir, seed=0)
+        pretrain(data, CONFIG, model_dir=model_dir, region_dim=D, seed=0, runtime=CPU, work=work)
+        weights[name] = (model_dir / "pretrain.safetensors").read_bytes()
+    assert weights["mapped"] == weights["memory"]
+    (folder,) = (tmp_path / "work" / "encoded").iterdir()
+    mapped = open_encoded(folder)
+    text = TextPipeline.load(tmp_path / "mapped" / "en-de")
+    assert isinstance(mapped.src_ids, np.memmap)
+    assert list(mapped) == list(examples(text, data.corpus["train"], None))
+    store = write_store(tmp_path / "store", corpus.images["image_id"].to_pylist())
+    request = SystemRequest(
+        src="en",
+        tgt="de",
+        data=data,
+        config=dataclasses.replace(CONFIG, finetune=dataclasses.replace(CONFIG.finetune, mixed_pairs=10)),
+        out_dir=tmp_path / "mapped" / "mt-en-de",
+        pretrained=tmp_path / "mapped" / "en-de" / "pretrain",
+        store=str(store),
+        mt_models=tmp_path / "held",
+        seed=0,
+        runtime=CPU,
+        work=tmp_path / "work",
+    )
+    train_system("text-only", request)
+    assert [path.name for path in (tmp_path / "work" / "encoded").iterdir()] == [folder.name]
+    clear_encoded(tmp_path / "work")
+    assert not (tmp_path / "work" / "encoded").exists()
 
 
 def test_trained_text_pipeline_is_saved_with_the_direction(trained: Trained) -> None:
