@@ -3,9 +3,10 @@
 torch's CPU wheels run their parallel regions on GNU OpenMP (libgomp, which MKL's threading layer uses too). By
 default libgomp's idle threads spin for about 300,000 iterations before they sleep. On cores that other work shares,
 a parallel region then waits for a descheduled thread while its siblings burn the time slices that thread needs, and
-a training step runs several times slower than its fair share of the machine would allow. ``OMP_WAIT_POLICY=PASSIVE``
-makes waiting threads sleep at once (docs/scaling.md, "A shared machine", has ``bench/contention.py``'s figures,
-alone and beside CPU-burning processes).
+a training step runs several times slower than its fair share of the machine would allow. ``GOMP_SPINCOUNT=1000``
+(about 10 microseconds) keeps the short spin that carries a thread from one small parallel region to the next, and
+puts it to sleep long before it burns a time slice; sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) costs a lone
+process more (docs/scaling.md, "A shared machine", has ``bench/contention.py``'s figures for each).
 
 libgomp reads its environment once, when torch loads it, so :func:`configure_environment` must run before the first
 ``import torch`` of a process: the entry packages (:mod:`flows`, :mod:`mmtr`) call it on import, and every process
@@ -26,16 +27,16 @@ import os
 from collections.abc import MutableMapping
 from pathlib import Path
 
-WAIT_POLICY = "PASSIVE"
+SPIN_COUNT = "1000"  # libgomp spins about 100,000 times a millisecond; its own default is 300,000
 USER_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # either one means the user chose how threads wait
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 
 
 def configure_environment(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Make OpenMP's waiting threads sleep (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose a wait policy or a
-    spin count. Call it before torch is imported; the processes started afterwards inherit it."""
+    """Make OpenMP's waiting threads sleep after a short spin (``GOMP_SPINCOUNT``) unless the user chose a wait policy
+    or a spin count. Call it before torch is imported; the processes started afterwards inherit it."""
     if not any(name in environ for name in USER_SETTINGS):
-        environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+        environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 
 def cgroup_cpu_limit(cpu_max: Path = CGROUP_CPU_MAX) -> float | None:

@@ -22,16 +22,16 @@ def _runs(rates: dict[tuple[str, str], float]) -> list[dict[str, object]]:
 
 
 def test_summary_shares_and_goals_by_hand() -> None:
-    rates = {("spin", "alone"): 10.0, ("sleep", "alone"): 9.8, ("spin", "burners"): 0.5, ("sleep", "burners"): 4.9}
+    rates = {("spin", "alone"): 10.0, ("short", "alone"): 9.8, ("spin", "burners"): 0.5, ("short", "burners"): 4.9}
     (row,) = contention.summarize(_runs(rates))
     assert row["spin_share"] == pytest.approx(0.05)
-    assert row["sleep_share"] == pytest.approx(0.5)
+    assert row["short_share"] == pytest.approx(0.5)
     assert row["lone_change"] == pytest.approx(-0.02)
     assert row["share_met"] and row["lone_met"]
-    rates[("sleep", "alone")] = 9.6  # 4% slower alone, and 4.9 / 9.6 is still over a third
+    rates[("short", "alone")] = 9.6  # 4% slower alone, and 4.9 / 9.6 is still over a third
     (row,) = contention.summarize(_runs(rates))
     assert not row["lone_met"] and row["share_met"]
-    rates[("sleep", "burners")] = 3.0  # 3.0 / 9.6 < 1/3
+    rates[("short", "burners")] = 3.0  # 3.0 / 9.6 < 1/3
     (row,) = contention.summarize(_runs(rates))
     assert not row["share_met"]
 
