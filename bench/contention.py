@@ -265,7 +265,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds of each run (after 2 warm-up steps)")
     parser.add_argument("--burners", type=int, default=2, help="CPU-burning processes beside the second runs")
     parser.add_argument(
-        "--spin-counts", type=int, nargs="*", default=[], help="also run under these GOMP_SPINCOUNT values (policy spin-N)"
+        "--spin-counts", type=int, nargs="*", default=[], help="also run under these GOMP_SPINCOUNT values"
     )
     parser.add_argument("--params", type=Path, default=REPO / "params.yaml", help="the demo's sizes come from here")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
